@@ -1,0 +1,103 @@
+"""Small file helpers shared by every stage: params, atomic writes, metrics.
+
+Every output is written to a temporary sibling and renamed into place, so a stage
+that crashes half-way leaves the previous output (or nothing), never half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+
+class StageError(SystemExit):
+    """A user-facing error: stops the stage with a message that names the fix."""
+
+    def __init__(self, stage: str, message: str):
+        super().__init__(f"[{stage}] error: {message}")
+
+
+def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise StageError("params", f"{path} not found; run from the repository root.")
+    try:
+        params = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise StageError("params", f"{path} is not valid YAML ({exc}); fix the syntax.") from exc
+    if not isinstance(params, dict):
+        raise StageError("params", f"{path} must be a mapping of stage sections.")
+    return params
+
+
+def section(params: dict[str, Any], name: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Return params[name], checking that the keys the stage needs are there."""
+    sec = params.get(name)
+    if not isinstance(sec, dict):
+        raise StageError(name, f"params.yaml has no `{name}:` section; add it (see README).")
+    missing = [k for k in required if k not in sec]
+    if missing:
+        raise StageError(name, f"params.yaml `{name}` is missing {missing}; add them.")
+    return sec
+
+
+def require_inputs(stage: str, *paths: str | Path) -> None:
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise StageError(
+            stage, f"missing input {missing}; run `dvc repro {stage}` so upstream stages run first."
+        )
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to `dest`; on success rename it onto `dest`.
+
+    Works for files and directories (e.g. `save_pretrained` folders).
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    target = tmp / dest.name
+    try:
+        yield target
+        if dest.is_dir() and not dest.is_symlink():
+            shutil.rmtree(dest)
+        elif dest.exists():
+            dest.unlink()
+        os.replace(target, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_text(dest: str | Path, text: str) -> None:
+    with atomic_path(dest) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(dest: str | Path, obj: Any) -> None:
+    write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+
+
+def write_jsonl(dest: str | Path, rows: list[dict[str, Any]]) -> None:
+    write_text(dest, "".join(json.dumps(r, sort_keys=True, default=_jsonable) + "\n" for r in rows))
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "item"):  # numpy / torch scalars
+        return x.item()
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return str(x)

@@ -1,0 +1,240 @@
+"""Models: the embedded tiny Qwen2 (built locally, no downloads) and one loader for all models.
+
+The tiny model is saved with `save_pretrained` and reloaded through `AutoModelForCausalLM`,
+so every later stage uses exactly the code path it would use for `Qwen/Qwen2.5-0.5B`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+from .io import atomic_path
+
+EOS = "<|endoftext|>"
+EOS_ID = 0  # the only trainer special token, so it gets id 0
+TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+TOKENIZER_VOCAB = 384  # 256 byte symbols + EOS + BPE merges + 4 tags
+
+# Presets (parameter counts with the 384-token vocabulary, tied embeddings).
+TINY_PRESETS: dict[str, dict[str, int]] = {
+    # ~1.04M parameters: the policy of the laptop pipeline.
+    "student": dict(hidden_size=128, n_layers=4, n_heads=4, n_kv_heads=2,
+                    intermediate_size=512, max_positions=512),
+    # ~3.3M parameters: the teacher, trained longer.
+    "teacher": dict(hidden_size=192, n_layers=6, n_heads=6, n_kv_heads=2,
+                    intermediate_size=768, max_positions=512),
+}
+
+# Words of the tiny prompt and the S0 feedback templates, so BPE learns merges for them and
+# repair prompts stay short. A literal (not imported) so the tokenizer depends on this file only.
+_TOKENIZER_WORDS = """Numbers: Target: Evaluate: The answer is incorrect. Try again.
+The final expression is missing; put it inside the tags. The final expression is not parseable.
+The equation uses the input numbers incorrectly. The equation divides by zero.
+The equation is valid but does not reach the target. Your expression evaluates to , but the
+target is . Your equation reuses and omits , and uses , which are not provided. none
+No expression was found inside. The expression is syntactically valid and uses the allowed
+numbers exactly once, but it evaluates to instead of the target. It must change the final
+value by . Search for a different expression over that reaches ; do not just reformat.
+Generate a fresh solution attempt. Do not copy any previous expression. Previous attempt:
+Feedback: You are solving a Countdown arithmetic puzzle. Use each provided number exactly once.
+You may use +, -, *, and /. Show your reasoning briefly. Put your final expression inside.
+"""
+
+
+# --------------------------------------------------------------------------- tokenizer
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """A deterministic byte-level BPE with one token per digit and the four tags as tokens.
+
+    Byte-level means every string round-trips exactly (no unknown token, no normalizer);
+    splitting digits makes the arithmetic positional, as in Qwen2's tokenizer.
+    """
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=TOKENIZER_VOCAB - len(TAGS), special_tokens=[EOS], min_frequency=2,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )
+    # The prompt words are repeated so they beat the arithmetic text to the merge budget.
+    text = [_TOKENIZER_WORDS] * 20 + pretraining_corpus(1000, seed=0)
+    for tag in TAGS:  # tags are added afterwards as whole tokens; keep them out of the merges
+        text = [t.replace(tag, "") for t in text]
+    tok.train_from_iterator(text, trainer=trainer)
+    # normalized=False/special=False: matched verbatim, kept by decode(skip_special_tokens=True).
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TAGS])
+    assert tok.token_to_id(EOS) == EOS_ID
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=EOS, pad_token=EOS,
+        padding_side="left",  # decoder-only generation pads on the left
+        clean_up_tokenization_spaces=False,  # otherwise " ." decodes to "." and text changes
+        model_input_names=["input_ids", "attention_mask"],  # no token_type_ids for Qwen2
+    )
+
+
+# --------------------------------------------------------------------------- tiny model
+def tiny_config(hidden_size: int, n_layers: int, n_heads: int, n_kv_heads: int,
+                intermediate_size: int, max_positions: int, vocab_size: int,
+                *, eos_token_id: int = EOS_ID) -> Qwen2Config:
+    return Qwen2Config(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=n_layers,
+        num_attention_heads=n_heads, num_key_value_heads=n_kv_heads,
+        intermediate_size=intermediate_size, max_position_embeddings=max_positions,
+        tie_word_embeddings=True, rope_theta=10_000.0, rms_norm_eps=1e-6,
+        use_sliding_window=False, attention_dropout=0.0,
+        bos_token_id=eos_token_id, eos_token_id=eos_token_id, pad_token_id=eos_token_id,
+        torch_dtype="float32",
+    )
+
+
+def _preset(preset_or_dict: str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(preset_or_dict, str):
+        if preset_or_dict not in TINY_PRESETS:
+            raise ValueError(
+                f"unknown tiny preset {preset_or_dict!r}; valid: {', '.join(TINY_PRESETS)} "
+                "(or a dict of tiny_config arguments)")
+        return dict(TINY_PRESETS[preset_or_dict])
+    known = set(TINY_PRESETS["student"])
+    unknown = set(preset_or_dict) - known
+    if unknown:
+        raise ValueError(f"unknown tiny model keys {sorted(unknown)}; valid: {sorted(known)}")
+    return {**TINY_PRESETS["student"], **preset_or_dict}
+
+
+def build_tiny(preset_or_dict: str | dict[str, Any], out_dir: str | Path, seed: int) -> Path:
+    """Tokenizer + randomly initialised Qwen2ForCausalLM, saved together into `out_dir`."""
+    tok = build_tokenizer()
+    cfg = tiny_config(**_preset(preset_or_dict), vocab_size=len(tok))
+    with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    with atomic_path(out_dir) as tmp:  # never leave a half-written model dir behind
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return Path(out_dir)
+
+
+def n_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())  # tied weights are counted once
+
+
+# --------------------------------------------------------------------------- loading
+@dataclass(frozen=True)
+class ModelRef:
+    """A policy = a base (local dir or hub id) plus an optional adapter dir."""
+    base: str
+    adapter: str | None = None
+
+
+def _is_full_model(path: str) -> bool:
+    p = Path(path)
+    return (p / "config.json").exists() and not (p / "adapter_config.json").exists()
+
+
+def load_model(base: str, adapter: str | None = None, dtype: torch.dtype = torch.float32,
+               is_trainable: bool = False) -> tuple[Any, PreTrainedTokenizerFast]:
+    """(model, tokenizer) for a local dir or hub id, with an optional peft adapter on top.
+
+    `adapter: full` training stages save a whole model; such a dir is accepted in the
+    adapter slot too and then simply replaces the base.
+    """
+    if adapter is not None and _is_full_model(adapter):
+        base, adapter = adapter, None
+    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=dtype)
+    tok = AutoTokenizer.from_pretrained(str(base))
+    if tok.pad_token is None:  # e.g. Llama-style hub tokenizers
+        tok.pad_token = tok.eos_token
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter), is_trainable=is_trainable)
+    return model, tok
+
+
+def merge_adapter(ref: ModelRef, out_dir: str | Path) -> str:
+    """A plain model dir serving `ref` (for vLLM: merged weights are 3x faster than LoRA)."""
+    if ref.adapter is None or _is_full_model(ref.adapter):
+        return ref.adapter or ref.base
+    model, tok = load_model(ref.base, ref.adapter)
+    model = model.merge_and_unload()
+    with atomic_path(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return str(out_dir)
+
+
+# --------------------------------------------------------------------------- pre-training data
+_OPS = "+-*/"
+
+
+def _apply(a: int, op: str, b: int) -> int | None:
+    """Integer, non-negative, moderately sized results only: the steps a base model has seen."""
+    if op == "+":
+        c = a + b
+    elif op == "-":
+        c = a - b
+    elif op == "*":
+        c = a * b
+    else:
+        c = a // b if b not in (0, 1) and a % b == 0 else None
+    return c if c is not None and 0 <= c <= 1000 else None
+
+
+def _random_expression(rng: random.Random, n_operands: int) -> tuple[str, list[str], int]:
+    """A random binary tree over `n_operands` numbers: (expression, step claims, value)."""
+    items = [(v, str(v), True) for v in (rng.randint(1, 100) for _ in range(n_operands))]
+    steps = []
+    while len(items) > 1:
+        i, j = sorted(rng.sample(range(len(items)), 2))
+        (a, ta, la), (b, tb, lb) = items[i], items[j]
+        if rng.random() < 0.5:
+            (a, ta, la), (b, tb, lb) = (b, tb, lb), (a, ta, la)
+        ops = [op for op in rng.sample(_OPS, 4) if _apply(a, op, b) is not None]
+        op = ops[0] if ops else "+"  # all failed (rare): allow a large sum
+        c = _apply(a, op, b) if ops else a + b
+        steps.append(f"{a} {op} {b} = {c}")
+        text = f"{ta if la else f'({ta})'} {op} {tb if lb else f'({tb})'}"
+        items = [x for k, x in enumerate(items) if k not in (i, j)] + [(c, text, False)]
+    return items[0][1], steps, items[0][0]
+
+
+def pretraining_corpus(n: int, seed: int) -> list[str]:
+    """`n` synthetic arithmetic documents (no EOS; the trainer appends it). Deterministic per seed.
+
+    Not Countdown: there is no number pool and no target. Two kinds of documents teach
+    digits, operators, the `<think>`/`<answer>` tags and "a op b = c" step claims:
+      70% "Evaluate: (3 + 4) * 5\\n<think>3 + 4 = 7, 7 * 5 = 35</think>\\n<answer>35</answer>"
+      30% several plain facts, one "a op b = c" per line.
+    """
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(n):
+        if rng.random() < 0.7:
+            expr, steps, value = _random_expression(rng, rng.randint(2, 5))
+            docs.append(f"Evaluate: {expr}\n<think>{', '.join(steps)}</think>\n"
+                        f"<answer>{value}</answer>")
+        else:
+            facts, k = [], rng.randint(3, 8)
+            while len(facts) < k:
+                a, b, op = rng.randint(0, 100), rng.randint(1, 100), rng.choice(_OPS)
+                c = _apply(a, op, b)
+                if c is not None:
+                    facts.append(f"{a} {op} {b} = {c}")
+            docs.append("\n".join(facts))
+    return docs

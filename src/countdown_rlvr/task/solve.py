@@ -1,0 +1,140 @@
+"""Exhaustive Countdown solver, step traces and operator-flip hard negatives.
+
+The search covers every binary tree over the numbers with `+ - * /`, negative and
+fractional intermediates included. It is a dynamic programme over subsets of the
+numbers: table[mask] maps each reachable exact value to the expressions that reach it,
+built from every split of `mask` into two non-empty parts. Expressions are printed
+faithfully to their tree (parentheses only where precedence needs them) with the
+operands of `+` and `*` in a canonical order, so "distinct" means distinct trees up to
+swapping the operands of a commutative operator.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+
+from .verify import PREC, ParseError, evaluate, parse
+
+Expr = tuple[str, int]  # (text, precedence): 3 atom, 2 for * /, 1 for + -
+
+
+def _join(a: Expr, op: str, b: Expr) -> Expr:
+    prec = PREC[op]
+    left = a[0] if a[1] >= prec else f"({a[0]})"
+    right = b[0] if b[1] > prec else f"({b[0]})"
+    return f"{left} {op} {right}", prec
+
+
+def _combine(va: Fraction, vb: Fraction, ea: Expr, eb: Expr):
+    """Yield (value, expr) for every operator and operand order."""
+    lo, hi = (ea, eb) if ea[0] <= eb[0] else (eb, ea)  # canonical order for + and *
+    yield va + vb, _join(lo, "+", hi)
+    yield va * vb, _join(lo, "*", hi)
+    yield va - vb, _join(ea, "-", eb)
+    yield vb - va, _join(eb, "-", ea)
+    if vb:
+        yield va / vb, _join(ea, "/", eb)
+    if va:
+        yield vb / va, _join(eb, "/", ea)
+
+
+def _splits(mask: int):
+    """Unordered splits of `mask` into two non-empty sub-masks (each once)."""
+    low = mask & -mask  # the part holding the lowest bit comes first: no double count
+    sub = (mask - 1) & mask
+    while sub:
+        if sub & low:
+            yield sub, mask ^ sub
+        sub = (sub - 1) & mask
+
+
+def _tables(numbers: tuple[int, ...]) -> dict[int, dict[Fraction, set[Expr]]]:
+    """Reachable values and their expressions for every proper subset of the numbers."""
+    n = len(numbers)
+    full = (1 << n) - 1
+    table: dict[int, dict[Fraction, set[Expr]]] = {}
+    for i, x in enumerate(numbers):
+        table[1 << i] = {Fraction(x): {(str(x), 3)}}
+    for mask in sorted(range(1, full), key=int.bit_count):
+        if mask.bit_count() < 2:
+            continue
+        out: dict[Fraction, set[Expr]] = {}
+        for a, b in _splits(mask):
+            for va, ea_set in table[a].items():
+                for vb, eb_set in table[b].items():
+                    for ea in ea_set:
+                        for eb in eb_set:
+                            for v, e in _combine(va, vb, ea, eb):
+                                out.setdefault(v, set()).add(e)
+        table[mask] = out
+    return table
+
+
+@lru_cache(maxsize=4096)
+def _solve(numbers: tuple[int, ...], target: Fraction) -> tuple[str, ...]:
+    if len(numbers) == 1:
+        return (str(numbers[0]),) if numbers[0] == target else ()
+    table = _tables(numbers)
+    full = (1 << len(numbers)) - 1
+    found: set[str] = set()
+    for a, b in _splits(full):
+        for va, ea_set in table[a].items():
+            for vb, eb_set in table[b].items():
+                # cheap value test first: build strings only for hits
+                if not (va + vb == target or va * vb == target or va - vb == target
+                        or vb - va == target or (vb and va / vb == target)
+                        or (va and vb / va == target)):
+                    continue
+                for ea in ea_set:
+                    for eb in eb_set:
+                        found.update(e[0] for v, e in _combine(va, vb, ea, eb) if v == target)
+    return tuple(sorted(found, key=lambda s: (len(s), s)))
+
+
+def solve(numbers: list[int], target: int) -> list[str]:
+    """All distinct solution expressions (shortest first); [] when unsolvable."""
+    if not numbers:
+        return []
+    return list(_solve(tuple(sorted(numbers)), Fraction(target)))
+
+
+# --- traces and negatives -----------------------------------------------------------
+
+def fmt(v: Fraction | int) -> str:
+    v = Fraction(v)
+    return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+
+
+def solution_steps(expression: str) -> list[tuple[str, str, str, str]]:
+    """The "a op b = c" steps of an expression, in evaluation (post-)order."""
+    steps: list = []
+    evaluate(*parse(expression), steps=steps)
+    return [(fmt(a), op, fmt(b), fmt(c)) for a, op, b, c in steps]
+
+
+def step_trace(expression: str) -> str:
+    """One line of reasoning per step: "44 + 19 = 63, 63 + 35 = 98"."""
+    return ", ".join(f"{a} {op} {b} = {c}" for a, op, b, c in solution_steps(expression))
+
+
+def operator_flips(expression: str, target: int) -> list[str]:
+    """Hard negatives (S1 §3.1.1): flip one operator; same operands, different value.
+
+    Flips that divide by zero or still hit the target are dropped.
+    """
+    chars = list(expression)
+    positions = [i for i, ch in enumerate(chars) if ch in PREC]
+    out: list[str] = []
+    for i in positions:
+        for op in PREC:
+            if op == chars[i]:
+                continue
+            flipped = "".join(chars[:i] + [op] + chars[i + 1:])
+            try:
+                value = evaluate(*parse(flipped))
+            except (ParseError, ZeroDivisionError):
+                continue
+            if value != target and flipped not in out:
+                out.append(flipped)
+    return out

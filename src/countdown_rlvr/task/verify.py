@@ -1,0 +1,278 @@
+"""The verifier: the one judge for every stage.
+
+Model text is untrusted. We never `eval` it. The answer is split by one C-level regex
+into its integer literals and the text between them (its *shape*, e.g. "(# + #) + #");
+the shape is parsed by a small shunting-yard parser that knows only non-negative integer
+literals, binary `+ - * /` and parentheses; values are exact rationals. Shapes repeat
+across samples, so parsed shapes are cached (a bounded LRU; long shapes are never
+cached). Every step is linear in the input and the pool check runs before evaluation,
+so hostile inputs (megabytes of text, 10^4 nested parentheses, 10^5-digit literals,
+50,000-term sums) cost bounded time and never raise.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections import Counter
+from fractions import Fraction
+from functools import lru_cache
+from typing import NamedTuple
+
+FAILURES = (
+    "FORMAT_MISSING",  # no <answer>...</answer> pair
+    "PARSE_FAIL",  # the answer is not a legal expression
+    "NUMBER_UNKNOWN",  # a literal that is not in the pool
+    "NUMBER_REUSED",  # a pool number used more often than given
+    "NUMBER_OMITTED",  # a pool number not used
+    "DIV_BY_ZERO",
+    "WRONG_TARGET",  # legal, uses exactly the pool, wrong value
+)
+
+OPEN, CLOSE = "<answer>", "</answer>"
+PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
+APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+MAX_LITERAL_DIGITS = 12  # longer literals can't be pool numbers; never convert them
+MAX_CACHED_SHAPE = 256  # characters; longer shapes are parsed but not cached
+_SPLIT = re.compile(r"([0-9]+)")  # ASCII digits only: int() would accept "٣"
+_BAD_HINTS = {".": "decimals are not allowed", "=": "put only the expression, no '='",
+              "^": "exponents are not allowed", "%": "'%' is not allowed"}
+
+
+class Verdict(NamedTuple):
+    correct: bool
+    failure: str | None  # None iff correct
+    value: Fraction | None  # exact value of the answer when it evaluates
+    expression: str | None = None  # text inside the last <answer>...</answer>
+    detail: str = ""  # parser message, for localized (F3) feedback
+    reused: tuple[int, ...] = ()
+    omitted: tuple[int, ...] = ()
+    unknown: tuple[int | str, ...] = ()
+    reasoning: str = ""  # text before the final answer
+
+    @property
+    def arithmetic_errors(self) -> int:
+        """Wrong "a op b = c" claims in the reasoning (computed on demand: most callers
+        only need the verdict, and this scan costs more than the verdict itself)."""
+        return count_arithmetic_errors(self.reasoning)
+
+
+class ParseError(ValueError):
+    pass
+
+
+def extract_answer(completion: str) -> str | None:
+    """Text inside the LAST complete <answer>...</answer> pair (may span lines).
+
+    Two `rfind`s: linear however many tags the text repeats.
+    """
+    end = completion.rfind(CLOSE)
+    if end < 0:
+        return None
+    start = completion.rfind(OPEN, 0, end)
+    if start < 0:
+        return None
+    return completion[start + len(OPEN):end]
+
+
+def _parse_shape(shape: tuple[str, ...]) -> list[int | str]:
+    """Parse the text around the literals into RPN: ints are literal slots, strs are ops.
+
+    Grammar: expr := term (('+'|'-') term)*, term := atom (('*'|'/') atom)*,
+    atom := INT | '(' expr ')'. A two-state machine (expecting an operand or an
+    operator) rejects unary minus, `**`, `//`, implicit multiplication and `()`.
+    """
+    out: list[int | str] = []
+    stack: list[str] = []
+    want_operand = True
+    prev = ""
+    last = len(shape) - 1
+    for slot, text in enumerate(shape):
+        for ch in text:
+            if ch.isspace():
+                prev = ""
+                continue
+            if ch == "(":
+                if not want_operand:
+                    raise ParseError("missing operator before '(' (no implicit multiplication)")
+                stack.append(ch)
+            elif ch == ")":
+                if want_operand:
+                    raise ParseError("unexpected ')'")
+                while stack and stack[-1] != "(":
+                    out.append(stack.pop())
+                if not stack:
+                    raise ParseError("unbalanced ')'")
+                stack.pop()
+            elif ch in PREC:
+                if want_operand:
+                    if ch == prev and ch in "*/":
+                        raise ParseError(f"'{ch}{ch}' is not allowed (only + - * /)")
+                    if ch == "-":
+                        raise ParseError("unary minus is not allowed")
+                    raise ParseError(f"operator {ch!r} is missing its left operand")
+                while stack and stack[-1] != "(" and PREC[stack[-1]] >= PREC[ch]:
+                    out.append(stack.pop())
+                stack.append(ch)
+                want_operand = True
+            else:
+                hint = _BAD_HINTS.get(ch)
+                raise ParseError(f"unexpected character {ch!r}" + (f" ({hint})" if hint else ""))
+            prev = ch
+        if slot < last:  # a literal follows this piece of text
+            if not want_operand:
+                raise ParseError("missing operator between numbers")
+            out.append(slot)
+            want_operand = False
+            prev = ""
+    if want_operand:
+        raise ParseError("empty expression" if not out else "expression ends with an operator")
+    while stack:
+        op = stack.pop()
+        if op == "(":
+            raise ParseError("unbalanced '('")
+        out.append(op)
+    return out
+
+
+@lru_cache(maxsize=16384)
+def _parse_shape_cached(shape: tuple[str, ...]) -> list[int | str] | ParseError:
+    try:
+        return _parse_shape(shape)
+    except ParseError as exc:
+        return exc
+
+
+def _split(expression: str) -> tuple[tuple[str, ...], list[str], list[int | str] | ParseError]:
+    """(shape, literal strings, RPN or the ParseError)."""
+    parts = _SPLIT.split(expression)
+    shape, literals = tuple(parts[0::2]), parts[1::2]
+    if sum(map(len, shape)) <= MAX_CACHED_SHAPE:
+        return shape, literals, _parse_shape_cached(shape)
+    try:
+        return shape, literals, _parse_shape(shape)
+    except ParseError as exc:
+        return shape, literals, exc
+
+
+def evaluate(rpn: list[int | str], values: list[int], steps: list | None = None) -> Fraction | int:
+    """Exact value of an RPN over literal `values` (ZeroDivisionError on ÷0).
+
+    Integers stay Python ints until a division is inexact (much faster than Fraction);
+    `steps`, when given, receives every (a, op, b, result).
+    """
+    st: list = []
+    for tok in rpn:
+        if tok.__class__ is int:
+            st.append(values[tok])
+            continue
+        b = st.pop()
+        a = st.pop()
+        if tok == "/":
+            if a.__class__ is int and b.__class__ is int and b and not a % b:
+                c = a // b
+            else:
+                c = Fraction(a) / b  # raises ZeroDivisionError for b == 0
+        else:
+            c = APPLY[tok](a, b)
+        if steps is not None:
+            steps.append((a, tok, b, c))
+        st.append(c)
+    return st[0]
+
+
+def parse(expression: str) -> tuple[list[int | str], list[int]]:
+    """(RPN, literal values) of a trusted expression, e.g. a solver solution."""
+    _, literals, rpn = _split(expression)
+    if isinstance(rpn, ParseError):
+        raise rpn
+    return rpn, [int(x) for x in literals]
+
+
+def _literal(tok: str) -> int | str:
+    """Literal as int, or as a short string when too long to be any pool number."""
+    digits = tok.lstrip("0") or "0"
+    if len(digits) > MAX_LITERAL_DIGITS:
+        return digits[:8] + "..."
+    return int(digits)
+
+
+def check_numbers(literals: list[str], numbers: list[int]) -> tuple[str | None, dict]:
+    """Which pool rule the literals break, with the offending numbers (for F3)."""
+    used = Counter(_literal(t) for t in literals)
+    pool = Counter(numbers)
+    unknown = tuple(sorted((x for x in used if x not in pool), key=str))
+    reused = tuple(sorted(x for x in used if x in pool and used[x] > pool[x]))
+    omitted = tuple(sorted(x for x in pool if used.get(x, 0) < pool[x]))
+    info = {"unknown": unknown, "reused": reused, "omitted": omitted}
+    if unknown:
+        return "NUMBER_UNKNOWN", info
+    if reused:
+        return "NUMBER_REUSED", info
+    if omitted:
+        return "NUMBER_OMITTED", info
+    return None, info
+
+
+# "a op b = c" claims in the reasoning. Bounded digit runs and a lookbehind that refuses
+# to start inside a number keep this linear on hostile input (no quadratic backtracking).
+_CLAIM = re.compile(
+    r"(?<![\w.)/])(-?[0-9]{1,15})\s*([-+*/×x])\s*(-?[0-9]{1,15})\s*=\s*(-?[0-9]{1,15})"
+    r"(?:\s*/\s*([0-9]{1,15}))?(?![0-9.])"
+)
+
+
+def count_arithmetic_errors(text: str) -> int:
+    errors = 0
+    for a, op, b, c, cden in _CLAIM.findall(text):
+        x, y = int(a), int(b)
+        claimed = Fraction(int(c), int(cden)) if cden and int(cden) else Fraction(int(c))
+        if op in "×x":
+            op = "*"
+        if op == "/":
+            ok = y != 0 and Fraction(x, y) == claimed
+        else:
+            ok = APPLY[op](x, y) == claimed
+        errors += not ok
+    return errors
+
+
+def verify(completion: str, numbers: list[int], target: int) -> Verdict:
+    """Judge one completion. Never raises. Failure codes are checked in the order of
+    FAILURES, so e.g. a wrong-pool answer is NUMBER_* whatever it evaluates to."""
+    try:
+        return _verify(completion, numbers, target)
+    except Exception as exc:  # defence in depth: the judge must never crash a stage
+        return Verdict(False, "PARSE_FAIL", None, None, f"internal error: {type(exc).__name__}")
+
+
+def _verify(completion: str, numbers: list[int], target: int) -> Verdict:
+    if not isinstance(completion, str):
+        return Verdict(False, "FORMAT_MISSING", None, None, "completion is not text")
+    end = completion.rfind(CLOSE)  # extract_answer, inlined to keep `start` for reasoning
+    start = completion.rfind(OPEN, 0, end) if end >= 0 else -1
+    if start < 0:
+        return Verdict(False, "FORMAT_MISSING", None, reasoning=completion)
+    expr = completion[start + len(OPEN):end]
+    reasoning = completion[:start]
+    _, literals, rpn = _split(expr)
+    if rpn.__class__ is ParseError:
+        return Verdict(False, "PARSE_FAIL", None, expr, str(rpn), (), (), (), reasoning)
+    values = None
+    if len(literals) == len(numbers):  # fast path: exactly the pool, in some order
+        try:
+            values = [int(x) for x in literals]
+        except ValueError:  # a literal too long for int(): can't be in the pool
+            values = None
+        if values is not None and sorted(values) != sorted(numbers):
+            values = None
+    if values is None:
+        failure, info = check_numbers(literals, numbers)
+        return Verdict(False, failure or "NUMBER_UNKNOWN", None, expr, reasoning=reasoning, **info)
+    try:
+        value = evaluate(rpn, values)
+    except ZeroDivisionError:
+        return Verdict(False, "DIV_BY_ZERO", None, expr, "division by zero", (), (), (), reasoning)
+    if value != target:
+        return Verdict(False, "WRONG_TARGET", Fraction(value), expr, "", (), (), (), reasoning)
+    return Verdict(True, None, Fraction(value), expr, "", (), (), (), reasoning)

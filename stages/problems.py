@@ -1,0 +1,49 @@
+"""Stage `problems`: train / test / OOD Countdown problem sets from the seeded generator."""
+
+from collections import Counter
+
+from countdown_rlvr.io import StageError, load_params, section, write_json, write_jsonl
+from countdown_rlvr.task import generate_problems, problem_key
+
+OUT = "data/problems"
+
+
+def main() -> None:
+    p = section(load_params(), "problems", required=(
+        "seed", "n_train", "n_test", "n_ood", "n_numbers", "number_range", "target_range",
+        "ood_n_numbers", "ood_target_range"))
+    common = dict(number_range=tuple(p["number_range"]))
+    try:
+        # test first, so the held-out set does not depend on the train size
+        test = generate_problems(p["n_test"], p["seed"], "test", tuple(p["n_numbers"]),
+                                 target_range=tuple(p["target_range"]), **common)
+        seen = {problem_key(q.numbers, q.target) for q in test}
+        ood = generate_problems(p["n_ood"], p["seed"], "ood", tuple(p["ood_n_numbers"]),
+                                target_range=tuple(p["ood_target_range"]), exclude=seen, **common)
+        seen |= {problem_key(q.numbers, q.target) for q in ood}
+        train = generate_problems(p["n_train"], p["seed"], "train", tuple(p["n_numbers"]),
+                                  target_range=tuple(p["target_range"]), exclude=seen, **common)
+    except (ValueError, TypeError) as exc:
+        raise StageError("problems", f"{exc} (check the `problems:` section of params.yaml)") from exc
+
+    metrics = {}
+    for name, probs in (("train", train), ("test", test), ("ood", ood)):
+        write_jsonl(f"{OUT}/{name}.jsonl", [q.to_dict() for q in probs])
+        sols = [q.n_solutions for q in probs if q.n_solutions is not None]
+        metrics[name] = {
+            "count": len(probs),
+            "operand_mix": {f"n{k}": v for k, v in sorted(Counter(q.n_numbers for q in probs).items())},
+            "solutions": {
+                "counted": len(sols),
+                "single_solution_frac": sum(s == 1 for s in sols) / len(sols) if sols else None,
+                "median": sorted(sols)[len(sols) // 2] if sols else None,
+                "mean": sum(sols) / len(sols) if sols else None,
+            },
+        }
+        print(f"[problems] wrote {OUT}/{name}.jsonl ({len(probs)} problems)")
+    write_json("reports/metrics/problems.json", metrics)
+    print("[problems] wrote reports/metrics/problems.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Tests for countdown_rlvr.stats: McNemar against statsmodels and exact hand values,
+bootstrap determinism and calibration."""
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+
+from countdown_rlvr.eval import pass_at_k
+from countdown_rlvr.stats import McNemarResult, bootstrap_ci, mcnemar, pass_at_k_ci
+
+paired = st.lists(st.tuples(st.booleans(), st.booleans()), max_size=200)
+
+
+def table(a, b):
+    """2x2 table, rows a (True, False), columns b (True, False): [0,1] = b, [1,0] = c."""
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    return [[np.sum(a & b), np.sum(a & ~b)], [np.sum(~a & b), np.sum(~a & ~b)]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(paired)
+def test_mcnemar_exact_matches_statsmodels(pairs):
+    a = [x for x, _ in pairs]
+    b = [y for _, y in pairs]
+    res = mcnemar(a, b)
+    assert res.b == sum(x and not y for x, y in pairs)
+    assert res.c == sum(y and not x for x, y in pairs)
+    ref = sm_mcnemar(table(a, b), exact=True)
+    assert res.statistic == pytest.approx(ref.statistic, abs=1e-12)
+    assert res.pvalue == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(paired, st.booleans())
+def test_mcnemar_chi2_matches_statsmodels(pairs, correction):
+    a = [x for x, _ in pairs]
+    b = [y for _, y in pairs]
+    res = mcnemar(a, b, exact=False, correction=correction)
+    if res.b + res.c == 0:  # statsmodels divides by zero here; we report no evidence
+        assert (res.statistic, res.pvalue) == (0.0, 1.0)
+        return
+    ref = sm_mcnemar(table(a, b), exact=False, correction=correction)
+    assert res.statistic == pytest.approx(ref.statistic, rel=1e-12)
+    assert res.pvalue == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-12)
+
+
+def test_mcnemar_hand_values():
+    # 10 problems only a solves, 2 only b solves, 30 concordant.
+    a = [True] * 10 + [False] * 2 + [True] * 20 + [False] * 10
+    b = [False] * 10 + [True] * 2 + [True] * 20 + [False] * 10
+    res = mcnemar(a, b)
+    assert (res.b, res.c, res.statistic) == (10, 2, 2.0)
+    # P(X <= 2) + P(X >= 10) for X ~ Bin(12, 1/2) = 2 * (1 + 12 + 66) / 4096
+    assert res.pvalue == pytest.approx(float(Fraction(2 * 79, 4096)), rel=1e-12)
+    chi = mcnemar(a, b, exact=False)
+    assert chi.statistic == pytest.approx(49 / 12)  # (|10 - 2| - 1)^2 / 12
+    # chi-square(1 dof) survival function: P(Z^2 > x) = erfc(sqrt(x / 2))
+    assert chi.pvalue == pytest.approx(math.erfc(math.sqrt(49 / 12 / 2)), rel=1e-9)
+    assert mcnemar(a, b, exact=False, correction=False).statistic == pytest.approx(64 / 12)
+    # swapping the policies swaps the discordant counts, not the p-value
+    swapped = mcnemar(b, a)
+    assert (swapped.b, swapped.c, swapped.pvalue) == (2, 10, res.pvalue)
+
+
+def test_mcnemar_no_discordant_pairs():
+    for exact in (True, False):
+        res = mcnemar([True, False, True], [True, False, True], exact=exact)
+        assert res == McNemarResult(0.0, 1.0, 0, 0)
+    assert mcnemar([], []).pvalue == 1.0
+
+
+def test_mcnemar_input_checks():
+    with pytest.raises(ValueError, match="equal length"):
+        mcnemar([True, False], [True])
+    with pytest.raises(ValueError, match="boolean"):
+        mcnemar([0.1, 1.0], [1, 0])
+    with pytest.raises(ValueError, match="align"):
+        mcnemar(pd.Series([True, False], index=["p1", "p2"]),
+                pd.Series([True, False], index=["p2", "p1"]))
+    same = pd.Series([True, False], index=["p1", "p2"])
+    assert mcnemar(same, ~same).b == 1
+    assert mcnemar([1, 0, 1], [0, 0, 0]).b == 2  # 0/1 ints are fine
+    res = mcnemar([True], [False])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.pvalue = 0.0
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+def test_bootstrap_is_deterministic_per_seed():
+    values = np.random.default_rng(1).random(50)
+    assert bootstrap_ci(values, seed=3) == bootstrap_ci(values, seed=3)
+    assert bootstrap_ci(values, seed=3) != bootstrap_ci(values, seed=4)
+    lo, hi = bootstrap_ci(values)
+    assert lo < values.mean() < hi
+    assert isinstance(lo, float) and isinstance(hi, float)
+
+
+def test_bootstrap_matches_normal_interval():
+    # For the mean of 400 iid normals the percentile interval is ~ mean +- 1.96 sd / sqrt(n).
+    values = np.random.default_rng(0).normal(size=400)
+    lo, hi = bootstrap_ci(values, n_boot=2000)
+    half = 1.96 * values.std(ddof=1) / math.sqrt(values.size)
+    assert (lo + hi) / 2 == pytest.approx(values.mean(), abs=0.15 * half)
+    assert (hi - lo) / 2 == pytest.approx(half, rel=0.1)
+    lo90, hi90 = bootstrap_ci(values, n_boot=2000, alpha=0.10)
+    assert lo < lo90 < hi90 < hi
+
+
+def test_bootstrap_other_stats_and_checks():
+    assert bootstrap_ci([0.5] * 20) == (0.5, 0.5)
+    lo, hi = bootstrap_ci([0, 0, 0, 1, 10, 10, 10], stat=np.median)
+    assert 0 <= lo <= hi <= 10
+    for bad in ({"values_per_problem": []}, {"values_per_problem": [1.0], "alpha": 0},
+                {"values_per_problem": [1.0], "n_boot": 0},
+                {"values_per_problem": [[1.0, 2.0]]}):
+        with pytest.raises(ValueError):
+            bootstrap_ci(**bad)
+
+
+def test_pass_at_k_ci():
+    n = [16] * 30
+    c = list(range(16)) + list(range(14))
+    per_problem = [pass_at_k(16, ci, 4) for ci in c]
+    assert pass_at_k_ci(n, c, 4, seed=5) == bootstrap_ci(per_problem, seed=5)
+    lo, hi = pass_at_k_ci(n, c, 4)
+    assert lo < np.mean(per_problem) < hi
+    assert pass_at_k_ci([8, 8], [8, 8], 4) == (1.0, 1.0)
+    with pytest.raises(ValueError):
+        pass_at_k_ci([8], [9], 1)
+    with pytest.raises(ValueError):
+        pass_at_k_ci([8, 8], [1], 1)
