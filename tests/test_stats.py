@@ -114,6 +114,12 @@ def test_bootstrap_matches_normal_interval():
     assert lo < lo90 < hi90 < hi
 
 
+def test_bootstrap_resamples_whole_problem_sets():
+    # Means of resamples of size 2 from {0, 1}: 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4,
+    # so the 30% and 70% percentiles are both 0.5 (a size-1 resample would give 0 and 1).
+    assert bootstrap_ci([0.0, 1.0], n_boot=4000, alpha=0.6) == (0.5, 0.5)
+
+
 def test_bootstrap_other_stats_and_checks():
     assert bootstrap_ci([0.5] * 20) == (0.5, 0.5)
     lo, hi = bootstrap_ci([0, 0, 0, 1, 10, 10, 10], stat=np.median)

@@ -86,6 +86,9 @@ def test_arithmetic_errors_counted_in_reasoning():
     text = "<think>44 + 19 = 63, 63 + 35 = 99, 3 - 5 = -2, -2 * 3 = -6, 7 / 2 = 7/2, 9 / 0 = 1</think>"
     assert count_arithmetic_errors(text) == 2  # 63 + 35 = 99 and 9 / 0 = 1
     assert verify(text + "<answer>44 + 19 + 35</answer>", NUMS, TARGET).arithmetic_errors == 2
+    # fractions written without spaces are operands, not divisions
+    assert count_arithmetic_errors("4 / 36 = 1/9, 5 * 1/9 = 5/9, 15 / 1/9 = 135, 15/3 = 5") == 0
+    assert count_arithmetic_errors("5 * 1/9 = 5/8, 12x3=35") == 2
 
 
 HOSTILE = [

@@ -40,7 +40,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from c correct among n samples: 1 - C(n-c, k) / C(n, k).
 
     Uses the product form of Chen et al. (2021), C(n-c,k)/C(n,k) = prod_{i=n-c+1}^{n} (1 - k/i),
-    so no large binomials are formed and every factor lies in [0, 1].
+    so no large binomials are formed and every factor lies in [0, 1]. Raises ValueError unless
+    0 <= c <= n and 1 <= k <= n (TypeError for non-integers).
     """
     _check_nck(n, c, k)
     if n - c < k:  # every k-subset contains a correct sample
