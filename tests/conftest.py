@@ -1,0 +1,70 @@
+"""Shared fixtures. `pipeline` runs the real `dvc repro` in a temporary copy of the repo
+with the smoke-sized overrides of `params.smoke.yaml` merged into `params.yaml`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+class Pipeline:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        env = dict(os.environ)
+        # the stages run `python ...`: make that the interpreter running the tests
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+        proc = subprocess.run(args, cwd=self.path, env=env, capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        return proc
+
+    def repro(self, *targets: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run("dvc", "repro", *targets, check=check)
+
+    def set_params(self, override: dict) -> None:
+        p = self.path / "params.yaml"
+        p.write_text(yaml.safe_dump(merge(yaml.safe_load(p.read_text()), override), sort_keys=False))
+
+    def read(self, rel: str) -> bytes:
+        return (self.path / rel).read_bytes()
+
+
+def make_pipeline(dest: Path) -> Pipeline:
+    """A fresh git + DVC copy of the repo's tracked pipeline files, smoke-sized."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("dvc.yaml", "params.yaml", "params.smoke.yaml", ".dvcignore", ".gitignore"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, dest / name)
+    for name in ("stages", "src"):
+        shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    pipe = Pipeline(dest)
+    pipe.set_params(yaml.safe_load((ROOT / "params.smoke.yaml").read_text()))
+    pipe.run("git", "init", "-q")
+    pipe.run("dvc", "init", "-q")
+    pipe.run("git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    pipe.run("git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init")
+    return pipe
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> Pipeline:
+    return make_pipeline(tmp_path / "repo")
