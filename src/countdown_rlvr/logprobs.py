@@ -10,7 +10,8 @@ autograd needs anyway, is full-size.
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -49,10 +50,10 @@ class _TokenLogprob(torch.autograd.Function):
         logits, labels, lse = ctx.saved_tensors
         grad = torch.zeros_like(logits)
         for b, t in _row_chunks(logits.shape, ctx.chunk_size):
-            # d/dx [x_y - logsumexp(x)] = onehot(y) - softmax(x)
-            g = -torch.exp(logits[b, t].float() - lse[b, t, None])
+            # d/dx [x_y - logsumexp(x)] = onehot(y) - softmax(x); one fp32 temp, in place
+            g = (logits[b, t] - lse[b, t, None]).exp_().neg_()  # fp32 by type promotion
             g.scatter_add_(-1, labels[b, t, None], torch.ones_like(g[:, :1]))
-            grad[b, t] = (g * grad_out[b, t, None]).to(grad.dtype)
+            grad[b, t] = g.mul_(grad_out[b, t, None])
         return grad, None, None
 
 
@@ -64,8 +65,8 @@ class _TokenEntropy(torch.autograd.Function):
         for b, t in _row_chunks(logits.shape, chunk_size):
             x = logits[b, t].float()
             lse[b, t] = torch.logsumexp(x, dim=-1)
-            p = torch.exp(x - lse[b, t, None])
-            out[b, t] = lse[b, t] - (p * x).sum(-1)  # H = logsumexp(x) - E_p[x]
+            p = (x - lse[b, t, None]).exp_()
+            out[b, t] = lse[b, t] - p.mul_(x).sum(-1)  # H = logsumexp(x) - E_p[x]
         ctx.save_for_backward(logits, lse, out)
         ctx.chunk_size = chunk_size
         return out
@@ -76,9 +77,9 @@ class _TokenEntropy(torch.autograd.Function):
         grad = torch.zeros_like(logits)
         for b, t in _row_chunks(logits.shape, ctx.chunk_size):
             # dH/dx_j = -p_j (log p_j + H)
-            logp = logits[b, t].float() - lse[b, t, None]
-            g = -torch.exp(logp) * (logp + ent[b, t, None])
-            grad[b, t] = (g * grad_out[b, t, None]).to(grad.dtype)
+            logp = logits[b, t] - lse[b, t, None]  # fp32 by type promotion
+            g = logp.exp().neg_().mul_(logp.add_(ent[b, t, None]))
+            grad[b, t] = g.mul_(grad_out[b, t, None])
         return grad, None
 
 
@@ -130,7 +131,7 @@ def sequence_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tens
     `generate` does, so the numbers match the sampler's. Logits are only computed from the
     first completion position on (`logits_to_keep`), which skips long prompts.
     """
-    B, T = input_ids.shape
+    T = input_ids.shape[1]
     cols = completion_mask.any(0).nonzero()
     first = int(cols[0]) if len(cols) else T - 1
     first = max(first, 1)  # token 0 has no prediction

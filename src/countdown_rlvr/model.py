@@ -31,11 +31,11 @@ TOKENIZER_VOCAB = 384  # 256 byte symbols + EOS + BPE merges + 4 tags
 # Presets (parameter counts with the 384-token vocabulary, tied embeddings).
 TINY_PRESETS: dict[str, dict[str, int]] = {
     # ~1.04M parameters: the policy of the laptop pipeline.
-    "student": dict(hidden_size=128, n_layers=4, n_heads=4, n_kv_heads=2,
-                    intermediate_size=512, max_positions=512),
+    "student": {"hidden_size": 128, "n_layers": 4, "n_heads": 4, "n_kv_heads": 2,
+                "intermediate_size": 512, "max_positions": 512},
     # ~3.3M parameters: the teacher, trained longer.
-    "teacher": dict(hidden_size=192, n_layers=6, n_heads=6, n_kv_heads=2,
-                    intermediate_size=768, max_positions=512),
+    "teacher": {"hidden_size": 192, "n_layers": 6, "n_heads": 6, "n_kv_heads": 2,
+                "intermediate_size": 768, "max_positions": 512},
 }
 
 # Words of the tiny prompt and the S0 feedback templates, so BPE learns merges for them and
@@ -148,22 +148,33 @@ def _is_full_model(path: str) -> bool:
 
 
 def load_model(base: str, adapter: str | None = None, dtype: torch.dtype = torch.float32,
-               is_trainable: bool = False) -> tuple[Any, PreTrainedTokenizerFast]:
+               is_trainable: bool = False, device: str | None = None,
+               ) -> tuple[Any, PreTrainedTokenizerFast]:
     """(model, tokenizer) for a local dir or hub id, with an optional peft adapter on top.
 
     `adapter: full` training stages save a whole model; such a dir is accepted in the
-    adapter slot too and then simply replaces the base.
+    adapter slot too and then simply replaces the base. `device` defaults to cuda if present.
     """
+    if adapter is not None and not Path(adapter).is_dir():
+        raise FileNotFoundError(
+            f"adapter {adapter!r} not found; run `dvc repro` for the stage that writes it.")
     if adapter is not None and _is_full_model(adapter):
         base, adapter = adapter, None
-    model = AutoModelForCausalLM.from_pretrained(str(base), dtype=dtype)
-    tok = AutoTokenizer.from_pretrained(str(base))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(base), dtype=dtype)
+        tok = AutoTokenizer.from_pretrained(str(base))
+    except (OSError, ValueError) as exc:  # ValueError: a missing path is not a valid repo id
+        raise OSError(
+            f"cannot load model {base!r}: not a local model dir and not loadable from the hub. "
+            "If it is a pipeline output, run `dvc repro` for the stage that writes it; if it is "
+            f"a hub id, check the name, the network and HF_HUB_OFFLINE. ({exc})") from exc
     if tok.pad_token is None:  # e.g. Llama-style hub tokenizers
         tok.pad_token = tok.eos_token
     if adapter is not None:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=is_trainable)
+    model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return model, tok
 
 
@@ -233,6 +244,9 @@ def pretraining_corpus(n: int, seed: int) -> list[str]:
             facts, k = [], rng.randint(3, 8)
             while len(facts) < k:
                 a, b, op = rng.randint(0, 100), rng.randint(1, 100), rng.choice(_OPS)
+                if op == "/":  # exact quotients are rare among random pairs: build one
+                    b = rng.randint(2, 20)
+                    a = b * rng.randint(1, 50)
                 c = _apply(a, op, b)
                 if c is not None:
                     facts.append(f"{a} {op} {b} = {c}")

