@@ -180,9 +180,10 @@ def test_dedup_records_uses_the_module_embedder(monkeypatch):
         return unit(np.eye(len(texts), 8))
 
     monkeypatch.setattr(dedup, "embed", fake_embed)
-    records = [rec("p1", "c1", "s"), rec("p1", "c2", "s")]
-    dedup_records(records)
-    assert seen["texts"] == ["c1", "c2"]
+    records = [rec("p1", "c1", "s"), rec("p2", "alone", "s"), rec("p1", "c2", "s")]
+    kept, metrics = dedup_records(records)
+    assert seen["texts"] == ["c1", "c2"]  # a problem with one trace is never embedded
+    assert len(kept) == 3 and metrics["embedded"] == 2
     dedup_records(records, prompt_key="prompt")
     assert seen["texts"] == ["Problem p1\nc1", "Problem p1\nc2"]
 

@@ -132,18 +132,23 @@ def dedup_records(records: list[dict], text_key: str = "completion", source_key:
     for key in (text_key, source_key, group_key, prompt_key):
         if key is not None and any(key not in r for r in records):
             raise KeyError(f"every record needs a {key!r} field (set the matching *_key argument)")
-    texts = [(r[prompt_key] if prompt_key else "") + r[text_key] for r in records]
-    t0 = time.perf_counter()
-    emb = embed(texts, batch_size=batch_size, progress=progress)
-    seconds = time.perf_counter() - t0
-
-    keep = np.zeros(len(records), dtype=bool)
     groups: dict[object, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         groups[r[group_key] if group_key else None].append(i)
+    # a record alone in its group has nothing to be compared with: don't embed it
+    compared = [i for idx in groups.values() if len(idx) > 1 for i in idx]
+    texts = [(records[i][prompt_key] if prompt_key else "") + records[i][text_key] for i in compared]
+    t0 = time.perf_counter()
+    sub = embed(texts, batch_size=batch_size, progress=progress) if compared else None
+    emb = np.zeros((len(records), EMBED_DIM if sub is None else sub.shape[1]), dtype=np.float32)
+    if compared:
+        emb[compared] = sub
+    seconds = time.perf_counter() - t0
+
+    keep = np.ones(len(records), dtype=bool)
     for idx in groups.values():
-        idx = np.asarray(idx)
-        keep[idx] = greedy_dedup(emb[idx], threshold)
+        if len(idx) > 1:
+            keep[idx] = greedy_dedup(emb[np.asarray(idx)], threshold)
 
     per_source: dict[str, dict[str, int]] = {}
     for r, k in zip(records, keep):
@@ -156,7 +161,8 @@ def dedup_records(records: list[dict], text_key: str = "completion", source_key:
         "kept": int(keep.sum()),
         "removed": int((~keep).sum()),
         "per_source": dict(sorted(per_source.items())),
-        "embeddings_per_s": len(records) / seconds if records and seconds > 0 else 0.0,
+        "embedded": len(compared),
+        "embeddings_per_s": len(compared) / seconds if compared and seconds > 0 else 0.0,
     }
     return [r for r, k in zip(records, keep) if k], metrics
 

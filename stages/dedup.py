@@ -1,0 +1,36 @@
+"""Stage `dedup`: MiniLM + FAISS near-duplicate removal of the verified traces
+(S1 §3.2.1), then the seeded train / validation split used by `sft`."""
+
+from countdown_rlvr.dedup import dedup_records, train_val_split
+from countdown_rlvr.io import StageError, load_params, read_jsonl, require_inputs, section, write_json, write_jsonl
+
+OUT = "data/sft"
+
+
+def main() -> None:
+    p = section(load_params(), "dedup", required=("sources", "threshold", "per_problem", "val_frac", "seed"))
+    if not 0 < p["threshold"] <= 1:
+        raise StageError("dedup", f"dedup.threshold must be in (0, 1], got {p['threshold']}")
+    if not 0 <= p["val_frac"] < 1:
+        raise StageError("dedup", f"dedup.val_frac must be in [0, 1), got {p['val_frac']}")
+    paths = [f"data/traces/{s}.jsonl" for s in p["sources"]]
+    require_inputs("dedup", *paths)
+    records = [r for path in paths for r in read_jsonl(path)]
+    # the S1 setting compares across problems; MiniLM barely reads numbers, so by default
+    # only traces of the same problem are compared (see countdown_rlvr.dedup)
+    kept, metrics = dedup_records(records, threshold=p["threshold"],
+                                  group_key="problem_id" if p["per_problem"] else None)
+    train, val = train_val_split(kept, val_frac=p["val_frac"], seed=p["seed"])
+    write_jsonl(f"{OUT}/train.jsonl", train)
+    write_jsonl(f"{OUT}/val.jsonl", val)
+    metrics["split"] = {"train": len(train), "val": len(val)}
+    # embeddings/s is a timing, not a result: it lives outside the versioned metrics
+    timing = {"embeddings_per_s": metrics.pop("embeddings_per_s")}
+    write_json("reports/metrics/dedup.json", metrics)
+    write_json("reports/timings/dedup.json", timing)
+    print(f"[dedup] kept {metrics['kept']}/{metrics['total']} traces; wrote {OUT}/train.jsonl "
+          f"({len(train)}), {OUT}/val.jsonl ({len(val)}), reports/metrics/dedup.json")
+
+
+if __name__ == "__main__":
+    main()
