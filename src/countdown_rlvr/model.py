@@ -6,6 +6,8 @@ so every later stage uses exactly the code path it would use for `Qwen/Qwen2.5-0
 
 from __future__ import annotations
 
+import json
+
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +149,22 @@ def _is_full_model(path: str) -> bool:
     return (p / "config.json").exists() and not (p / "adapter_config.json").exists()
 
 
+REF_FILE = "REF.json"  # written by the base stage when `model.base` is a hub id / local path
+
+
+def resolve_base(path: str | Path) -> str:
+    """The model a base dir stands for: the dir itself, or the id recorded in its REF.json.
+
+    With `model.base: tiny` the base stage saves a real model into `data/models/base`; with
+    a hub id (e.g. Qwen/Qwen2.5-0.5B) it only writes REF.json naming it, so that downstream
+    stages load the hub model through the same `data/models/base` dependency.
+    """
+    ref = Path(path) / REF_FILE
+    if ref.is_file():
+        return str(json.loads(ref.read_text())["base"])
+    return str(path)
+
+
 def load_model(base: str, adapter: str | None = None, dtype: torch.dtype = torch.float32,
                is_trainable: bool = False, device: str | None = None,
                ) -> tuple[Any, PreTrainedTokenizerFast]:
@@ -160,6 +178,7 @@ def load_model(base: str, adapter: str | None = None, dtype: torch.dtype = torch
             f"adapter {adapter!r} not found; run `dvc repro` for the stage that writes it.")
     if adapter is not None and _is_full_model(adapter):
         base, adapter = adapter, None
+    base = resolve_base(base)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(base), dtype=dtype)
         tok = AutoTokenizer.from_pretrained(str(base))

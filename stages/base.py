@@ -1,0 +1,122 @@
+"""Stage `base`: the base model every later stage starts from.
+
+`model.base: tiny` builds the embedded Qwen2-architecture model and pre-trains all of its
+parameters on a synthetic arithmetic corpus (not Countdown solutions), so it plays the role
+of a pretrained base. Any other value (a hub id such as Qwen/Qwen2.5-0.5B, or a local model
+dir) is passed through: data/models/base/REF.json names it and `train.resolve_base` follows it.
+
+Also runs under `accelerate launch --multi_gpu --num_processes N stages/base.py`.
+"""
+
+import tempfile
+from pathlib import Path
+
+from countdown_rlvr.io import StageError, atomic_path, load_params, section, write_json
+from countdown_rlvr.model import (
+    TINY_PRESETS,
+    build_tiny,
+    load_model,
+    n_parameters,
+    pretraining_corpus,
+)
+from countdown_rlvr.train import (
+    REF_FILE,
+    SFT_DEFAULTS,
+    check_config,
+    is_main_process,
+    sft_config,
+    train_sft,
+)
+
+OUT = Path("data/models/base")
+METRICS = "reports/metrics/base.json"
+TIMINGS = "reports/timings/base.json"
+LIVE = Path("dvclive/base")
+
+
+def passthrough(base: str) -> None:
+    """Record which existing model is the base; nothing is trained."""
+    if not is_main_process():
+        return
+    path = Path(base)
+    if path.exists() and not (path / "config.json").exists():
+        raise StageError("base", f"model.base {base!r} is a local path without config.json; "
+                                 "point it at a `save_pretrained` model dir or a hub id.")
+    with atomic_path(OUT) as tmp:
+        tmp.mkdir()
+        write_json(tmp / REF_FILE, {"base": base})
+    # the declared plot dir must exist: header-only curves, i.e. empty plots
+    for name in ("loss", "token_acc"):
+        (LIVE / "plots/metrics/train").mkdir(parents=True, exist_ok=True)
+        (LIVE / f"plots/metrics/train/{name}.tsv").write_text(f"step\t{name}\n")
+    write_json(METRICS, {"base": base, "trained": False,
+                         "note": "pass-through: downstream stages load this model"})
+    write_json(TIMINGS, {"seconds": 0.0})
+    print(f"[base] wrote {OUT}/{REF_FILE} -> {base} (pass-through, nothing trained)")
+
+
+def pretrain_tiny(m: dict, b: dict) -> None:
+    if m["tiny_preset"] not in TINY_PRESETS:
+        raise StageError("base", f"model.tiny_preset {m['tiny_preset']!r} is unknown; "
+                                 f"valid: {', '.join(TINY_PRESETS)}")
+    if not (isinstance(b["corpus_size"], int) and b["corpus_size"] > 0):
+        raise StageError("base", f"base.corpus_size must be a positive integer, "
+                                 f"got {b['corpus_size']!r}")
+    try:
+        cfg = check_config(sft_config(b))  # fail before any work or output
+    except ValueError as exc:
+        raise StageError("base", f"{exc} (fix the `base:` section of params.yaml)") from exc
+    main = is_main_process()
+    live = None
+    if main:
+        from dvclive import Live
+
+        # dvcyaml=None: dvc.yaml declares the plots itself; dvclive must not rewrite it
+        live = Live(str(LIVE), save_dvc_exp=False, dvcyaml=None)
+    with tempfile.TemporaryDirectory() as tmp:  # each process builds the same seeded init
+        model, tok = load_model(str(build_tiny(m["tiny_preset"], Path(tmp) / "init",
+                                               seed=m["seed"])))
+    docs = pretraining_corpus(b["corpus_size"], seed=b["seed"])
+    stats: dict = {}
+    model = train_sft(model, tok, [("", d) for d in docs], cfg, live=live, stats=stats)
+    if not main:
+        return
+    with atomic_path(OUT) as tmp:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    live.end()
+    write_json(METRICS, {
+        "base": "tiny", "trained": True, "tiny_preset": m["tiny_preset"],
+        "n_params": n_parameters(model), "corpus_docs": len(docs),
+        "steps": stats["steps"], "planned_steps": stats["planned_steps"],
+        "stopped_by": stats["stopped_by"], "epochs": stats["epochs"],
+        "tokens_seen": stats["completion_tokens"],
+        "loss_first": round(stats["loss_first"], 4), "loss_final": round(stats["loss_final"], 4),
+        "token_acc_first": round(stats["token_acc_first"], 4),
+        "token_acc_final": round(stats["token_acc_final"], 4),
+    })
+    # wall time varies run to run: it lives outside the versioned (reproducible) metrics
+    write_json(TIMINGS, {k: stats[k] for k in ("seconds", "tokens_per_s", "tokens_processed",
+                                                "processes")})
+    print(f"[base] wrote {OUT} ({n_parameters(model):,} parameters), {METRICS}, {TIMINGS}, "
+          f"{LIVE}")
+
+
+def main() -> None:
+    params = load_params()
+    m = section(params, "model", required=("base", "tiny_preset", "seed"))
+    if not isinstance(m["base"], str) or not m["base"]:
+        raise StageError("base", "model.base must be `tiny` or a hub id / local model path.")
+    if m["base"] != "tiny":
+        passthrough(m["base"])
+        return
+    b = section(params, "base", required=("corpus_size", "seed", "lr", "batch_size", "max_len"))
+    unknown = sorted(set(b) - set(SFT_DEFAULTS) - {"corpus_size"})
+    if unknown:
+        raise StageError("base", f"params.yaml `base` has unknown keys {unknown}; valid: "
+                                 f"corpus_size, {', '.join(SFT_DEFAULTS)}")
+    pretrain_tiny(m, b)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Stage `compare`: pass@k bootstrap intervals for every evaluated policy, and McNemar tests
+on paired per-problem outcomes for each pair in `compare.pairs` (SPEC §6)."""
+
+from pathlib import Path
+
+from countdown_rlvr.evaluate import compare_markdown, compare_policies, read_records
+from countdown_rlvr.io import StageError, load_params, section, write_json, write_text
+
+COMPARE_KEYS = ("pairs", "ks", "seed", "splits", "exact", "n_boot", "alpha", "boot_seed")
+
+
+def main() -> None:
+    params = load_params()
+    c = section(params, "compare", required=COMPARE_KEYS)
+    policies = section(params, "evaluate", required=("policies",))["policies"]
+    pairs = c["pairs"] or []
+    for pair in pairs:
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise StageError("compare", f"each `compare.pairs` entry must be [a, b], got {pair!r}")
+        unknown = [x for x in pair if x not in policies]
+        if unknown:
+            raise StageError("compare", f"`compare.pairs` names {unknown}, not in "
+                             f"`evaluate.policies` {sorted(policies)}; add them there or fix "
+                             "the pair")
+    paths = {name: Path(f"data/eval/{name}/records.parquet") for name in policies}
+    missing = [name for name, path in paths.items() if not path.exists()]
+    if missing:
+        raise StageError("compare", f"no records for {missing}; run "
+                         + ", ".join(f"`dvc repro evaluate@{m}`" for m in missing))
+    records = {name: read_records(path) for name, path in paths.items()}
+    try:
+        report = compare_policies(records, pairs, c["ks"], seed=int(c["seed"]),
+                                  splits=c["splits"], exact=bool(c["exact"]),
+                                  n_boot=int(c["n_boot"]), alpha=float(c["alpha"]),
+                                  boot_seed=int(c["boot_seed"]))
+    except ValueError as exc:
+        raise StageError("compare", f"{exc} (check `compare:` in params.yaml)") from exc
+    write_json("reports/metrics/compare.json", report)
+    write_text("reports/compare.md", compare_markdown(report))
+    print(f"[compare] {len(records)} policies, {len(pairs)} pairs: "
+          "wrote reports/metrics/compare.json and reports/compare.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Stage `evaluate@<policy>`: sample every held-out prompt with the fixed sampler, verify,
+and write per-sample records plus the policy's metrics (SPEC §5).
+
+    python stages/evaluate.py <policy>     # <policy> is a key of `evaluate.policies`
+"""
+
+import sys
+import time
+from pathlib import Path
+
+from countdown_rlvr.eval import summarize
+from countdown_rlvr.evaluate import (
+    evaluate_policy,
+    extra_metrics,
+    policy_ref,
+    producing_stage,
+    write_records,
+)
+from countdown_rlvr.io import (
+    StageError,
+    load_params,
+    read_jsonl,
+    require_inputs,
+    section,
+    write_json,
+)
+from countdown_rlvr.task import REWARDS
+
+EVAL_KEYS = ("policies", "splits", "n", "seeds", "reward", "batch_size", "ks", "budgets")
+SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
+
+
+def main(argv: list[str]) -> None:
+    params = load_params()
+    p = section(params, "evaluate", required=EVAL_KEYS)
+    policies = p["policies"]
+    if not isinstance(policies, dict) or not policies:
+        raise StageError("evaluate", "`evaluate.policies` must map policy names to model dirs, "
+                         "e.g. {base: data/models/base}")
+    if len(argv) != 1 or argv[0] not in policies:
+        got = f"unknown policy {argv[0]!r}" if len(argv) == 1 else "no policy given"
+        raise StageError("evaluate", f"{got}; usage: python stages/evaluate.py <policy> with "
+                         f"<policy> one of {sorted(policies)} (`evaluate.policies`)")
+    name, path = argv[0], str(policies[argv[0]])
+    if p["reward"] not in REWARDS:
+        raise StageError("evaluate", f"unknown `evaluate.reward` {p['reward']!r}; valid: "
+                         f"{', '.join(sorted(REWARDS))}")
+    if not Path(path).exists():
+        stage = producing_stage(path)
+        hint = f"`dvc repro {stage}`" if stage else "the stage that writes it"
+        raise StageError("evaluate", f"model dir {path} of policy {name!r} not found; run "
+                         f"{hint} (or `dvc repro evaluate@{name}`, which runs it first)")
+    sampler = section(params, "sampler", required=SAMPLER_KEYS)
+    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    try:
+        ref = policy_ref(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise StageError("evaluate", f"policy {name!r}: {exc}") from exc
+    files = [f"data/problems/{split}.jsonl" for split in p["splits"]]
+    require_inputs("evaluate", *files)
+    problems = [row for f in files for row in read_jsonl(f)]
+
+    print(f"[evaluate] {name}: {ref.adapter or ref.base}"
+          f"{f' on {ref.base}' if ref.adapter else ''}, {len(problems)} problems, "
+          f"n={p['n']}, seeds={p['seeds']}, backend={sampler['backend']}", flush=True)
+    t0 = time.time()
+    try:
+        records = evaluate_policy(ref, problems, int(p["n"]), sampler, p["seeds"], style,
+                                  reward=p["reward"], backend=sampler["backend"],
+                                  batch_size=int(p["batch_size"]))
+        metrics = summarize(records, p["ks"], p["budgets"])
+    except (ValueError, ImportError) as exc:
+        raise StageError("evaluate", f"{exc} (check the `evaluate:` / `sampler:` / `model:` "
+                         "sections of params.yaml)") from exc
+    metrics["samples"] = extra_metrics(records)
+
+    out, mpath = f"data/eval/{name}/records.parquet", f"reports/metrics/eval/{name}.json"
+    write_records(records, out)
+    write_json(mpath, metrics)
+    test = metrics["test"]
+    print(f"[evaluate] {name}: test pass@1 {test['pass@1']:.3f}"
+          + (f", ood pass@1 {metrics['ood']['pass@1']:.3f}" if "ood" in metrics else "")
+          + f" ({time.time() - t0:.0f} s)")
+    print(f"[evaluate] wrote {out} ({len(records)} samples) and {mpath}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,240 @@
+"""Evaluation library (records, policy refs, pairwise comparison) and the evaluate/compare
+stages end to end on smoke params."""
+
+import json
+import os
+from types import SimpleNamespace
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy.stats import binomtest
+
+from countdown_rlvr.eval import RECORD_COLUMNS, summarize
+from countdown_rlvr.evaluate import (
+    RECORDS_SCHEMA,
+    compare_markdown,
+    compare_policies,
+    evaluate_policy,
+    policy_ref,
+    read_records,
+    records_frame,
+    score_samples,
+    write_records,
+)
+from countdown_rlvr.model import ModelRef, build_tiny, load_model
+from countdown_rlvr.task import get_reward
+
+SAMPLER = {"backend": "hf", "temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_new_tokens": 8}
+PROBLEMS = [
+    {"id": "test-0", "split": "test", "numbers": [3, 5, 7], "target": 22, "n_numbers": 3},
+    {"id": "test-1", "split": "test", "numbers": [2, 4, 6, 8], "target": 40, "n_numbers": 4},
+    {"id": "test-2", "split": "test", "numbers": [10, 20, 3], "target": 90, "n_numbers": 3},
+    {"id": "ood-0", "split": "ood", "numbers": [1, 2, 3, 4, 5], "target": 300, "n_numbers": 5},
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    # very small so that sampling a few problems takes well under a second
+    cfg = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1, "intermediate_size": 64}
+    return str(build_tiny(cfg, tmp_path_factory.mktemp("ev") / "base", seed=0))
+
+
+def _evaluate(ref, **kw):
+    args = {"n": 3, "sampler": SAMPLER, "seeds": [0, 1], "prompt_style": "tiny", "batch_size": 8,
+                "progress": False}
+    return evaluate_policy(ref, PROBLEMS, **{**args, **kw})
+
+
+# --------------------------------------------------------------------------- library
+def test_records_columns_counts_and_determinism(tiny, tmp_path):
+    ref = policy_ref(tiny)
+    assert ref == ModelRef(tiny)
+    df = _evaluate(ref)
+    assert list(df.columns) == RECORDS_SCHEMA.names
+    assert list(df.columns[:len(RECORD_COLUMNS)]) == list(RECORD_COLUMNS)
+    assert len(df) == len(PROBLEMS) * 3 * 2
+    assert df.groupby(["problem_id", "seed"]).size().eq(3).all()
+    assert set(df["split"]) == {"test", "ood"}
+    assert (df["n_tokens"] <= 8).all() and df["n_tokens"].ge(1).all()
+    assert (df["failure"].isna() == df["correct"]).all()
+    assert df.loc[df["problem_id"] == "ood-0", "numbers"].iloc[0].tolist() == [1, 2, 3, 4, 5]
+    # same policy + seed -> identical records, also loaded vs already-loaded model
+    pd.testing.assert_frame_equal(df, _evaluate(ref))
+    pd.testing.assert_frame_equal(df, _evaluate(load_model(tiny)))
+    assert not df["completion"].equals(_evaluate(ref, seeds=[2, 3])["completion"])
+    # the metrics of eval.summarize accept the records as they are
+    m = summarize(df, ks=(1, 2, 3), budgets=(1, 3))
+    assert {"test", "ood", "diagnostics", "failures", "best_of_n"} <= set(m)
+    assert m["test"]["n_problems"] == 3 and m["ood"]["n_problems"] == 1
+    # parquet round trip keeps the schema and is byte-for-byte reproducible
+    write_records(df, tmp_path / "a.parquet")
+    write_records(_evaluate(ref), tmp_path / "b.parquet")
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    pd.testing.assert_frame_equal(read_records(tmp_path / "a.parquet"), df)
+
+
+def test_peft_adapter_policy(tiny, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    model, _tok = load_model(tiny)
+    peft = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    peft.save_pretrained(tmp_path / "adapter")
+    ref = policy_ref(tmp_path / "adapter")
+    assert ref == ModelRef(tiny, str(tmp_path / "adapter"))
+    # fresh LoRA (B = 0) is the identity: same samples as the base with the same seed
+    base = _evaluate(ModelRef(tiny), seeds=[0])
+    pd.testing.assert_frame_equal(_evaluate(ref, seeds=[0]), base)
+
+
+def test_policy_ref_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        policy_ref(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="neither"):
+        policy_ref(tmp_path / "empty")
+    ad = tmp_path / "ad"
+    ad.mkdir()
+    (ad / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": str(tmp_path / "gone")}))
+    with pytest.raises(FileNotFoundError, match="gone"):
+        policy_ref(ad)
+    (ad / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/X"}))
+    assert policy_ref(ad) == ModelRef("Qwen/X", str(ad))  # hub ids pass through
+    ref_dir = tmp_path / "passthrough"  # what the base stage writes for `model.base: <hub id>`
+    ref_dir.mkdir()
+    (ref_dir / "REF.json").write_text(json.dumps({"base": "Qwen/X"}))
+    assert policy_ref(ref_dir) == ModelRef("Qwen/X")
+    (ad / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(ref_dir)}))
+    assert policy_ref(ad) == ModelRef("Qwen/X", str(ad))
+    with pytest.raises(ValueError, match="unknown reward"):
+        evaluate_policy(ModelRef("x"), PROBLEMS, 1, SAMPLER, [0], "tiny", reward="nope")
+
+
+def test_score_samples_uses_the_verifier_and_reward():
+    prob = {"id": "test-9", "split": "test", "numbers": [3, 5, 7], "target": 22, "n_numbers": 3}
+    texts = ["<think>3 * 5 = 15, 15 + 7 = 22</think>\n<answer>3 * 5 + 7</answer>",
+             "<think>3 + 5 = 9</think>\n<answer>3 + 5 + 7</answer>",
+             "no tags", "<answer>3 * 5 / 0 + 7</answer>"]
+    samples = [SimpleNamespace(text=t, n_tokens=10 + i, finish_reason="stop")
+               for i, t in enumerate(texts)]
+    df = records_frame(score_samples(prob, samples, seed=4, reward_fn=get_reward("shaped")))
+    assert df["correct"].tolist() == [True, False, False, False]
+    assert df["failure"].tolist() == [None, "WRONG_TARGET", "FORMAT_MISSING", "NUMBER_UNKNOWN"]
+    assert df["value"].tolist() == ["22", "15", None, None]
+    assert df["expression"].tolist()[:3] == ["3 * 5 + 7", "3 + 5 + 7", None]
+    assert df["arithmetic_errors"].tolist() == [0, 1, 0, 0]
+    assert df["reward"].iloc[0] == 1.0 and 0.1 < df["reward"].iloc[1] < 0.6
+    assert df["sample"].tolist() == [0, 1, 2, 3] and set(df["seed"]) == {4}
+
+
+# --------------------------------------------------------------------------- comparison
+A = {"p0": [1, 0, 0, 0], "p1": [0, 0, 1, 0], "p2": [0, 0, 0, 0], "p3": [1, 1, 1, 1],
+     "p4": [0, 1, 0, 0], "p5": [1, 0, 0, 0]}
+B = {"p0": [0, 0, 0, 0], "p1": [1, 0, 0, 0], "p2": [0, 0, 0, 1], "p3": [1, 0, 0, 0],
+     "p4": [0, 0, 0, 0], "p5": [0, 0, 0, 0]}
+
+
+def _records(table, split="test", seed=0):
+    return pd.DataFrame([
+        {"problem_id": f"{split}-{pid}", "split": split, "n_numbers": 3, "seed": seed, "sample": j,
+             "correct": bool(c), "failure": None if c else "WRONG_TARGET", "reward": float(c),
+             "n_tokens": 5}
+        for pid, row in table.items() for j, c in enumerate(row)])
+
+
+def test_compare_counts_by_hand():
+    recs = {"a": _records(A), "b": _records(B)}
+    rep = compare_policies(recs, [["a", "b"]], ks=[1, 4, 8], seed=0, n_boot=200)
+    k1, k4 = rep["pairs"]["a_vs_b"]["test"]["k1"], rep["pairs"]["a_vs_b"]["test"]["k4"]
+    assert "k8" not in rep["pairs"]["a_vs_b"]["test"]  # k > n samples: skipped
+    # sample 0: a solves p0 p3 p5, b solves p1 p3 -> a-only {p0, p5}, b-only {p1}
+    assert (k1["a_only"], k1["b_only"]) == (2, 1)
+    assert k1["solved_a"] == pytest.approx(3 / 6) and k1["solved_b"] == pytest.approx(2 / 6)
+    assert k1["pvalue"] == pytest.approx(1.0) and k1["statistic"] == 1
+    # within 4: a solves all but p2, b solves p1 p2 p3 -> a-only {p0, p4, p5}, b-only {p2}
+    assert (k4["a_only"], k4["b_only"]) == (3, 1)
+    assert k4["pvalue"] == pytest.approx(binomtest(1, 4, 0.5).pvalue) == pytest.approx(0.625)
+    assert k4["diff"] == pytest.approx(2 / 6)
+    assert k4["diff_ci_low"] <= k4["diff"] <= k4["diff_ci_high"]
+    chi = compare_policies(recs, [["a", "b"]], ks=[4], exact=False, n_boot=10)
+    assert chi["pairs"]["a_vs_b"]["test"]["k4"]["statistic"] == pytest.approx((3 - 1 - 1) ** 2 / 4)
+    # pass@1 of a: c = 1,1,0,4,1,1 of 4 -> mean c/4 = 1/3, with an interval around it
+    pa = rep["policies"]["a"]["test"]["pass@1"]
+    assert pa["value"] == pytest.approx(1 / 3) and pa["ci_low"] <= 1 / 3 <= pa["ci_high"]
+    assert rep["policies"]["a"]["test"]["pass@4"]["value"] == pytest.approx(5 / 6)
+    md = compare_markdown(rep)
+    assert "| a | b | test | 4 | 0.833 | 0.500 | +0.333 [" in md and "| 3 | 1 | 1 | 0.625 |" in md
+    assert json.loads(json.dumps(rep)) == rep  # plain JSON types
+    # identical policies: all pairs concordant, p = 1
+    same = compare_policies(recs, [["a", "a"]], ks=[1], n_boot=10)["pairs"]["a_vs_a"]["test"]["k1"]
+    assert (same["a_only"], same["b_only"], same["pvalue"]) == (0, 0, 1.0)
+
+
+def test_compare_errors_and_empty_pairs():
+    recs = {"a": _records(A), "b": _records(B)}
+    with pytest.raises(ValueError, match="evaluated policies"):
+        compare_policies(recs, [["a", "zzz"]], ks=[1])
+    other = _records({"q9": [1, 0, 0, 0], **{k: v for k, v in B.items() if k != "p0"}})
+    with pytest.raises(ValueError, match="different problems"):
+        compare_policies({"a": recs["a"], "c": other}, [["a", "c"]], ks=[1], n_boot=10)
+    with pytest.raises(ValueError, match="seed"):
+        compare_policies(recs, [["a", "b"]], ks=[1], seed=3, n_boot=10)
+    rep = compare_policies(recs, [], ks=[1], n_boot=10)
+    assert rep["pairs"] == {} and "No pairs configured" in compare_markdown(rep)
+
+
+# --------------------------------------------------------------------------- stages
+@pytest.mark.slow  # runs the stage scripts in a copy of the repo (~30 s of process start-ups)
+def test_evaluate_stage_errors(pipeline):
+    proc = pipeline.run("python", "stages/evaluate.py", "nope", check=False)
+    assert proc.returncode != 0 and "unknown policy 'nope'" in proc.stderr
+    assert "['base']" in proc.stderr
+    pipeline.set_params({"evaluate": {"policies": {"ghost": "data/models/ghost"}}})
+    proc = pipeline.run("python", "stages/evaluate.py", "ghost", check=False)
+    assert proc.returncode != 0 and "data/models/ghost" in proc.stderr
+    assert "dvc repro evaluate@ghost" in proc.stderr
+    pipeline.set_params({"evaluate": {"reward": "nope"}})
+    proc = pipeline.run("python", "stages/evaluate.py", "ghost", check=False)
+    assert proc.returncode != 0 and "evaluate.reward" in proc.stderr
+    pipeline.set_params({"compare": {"pairs": [["ghost", "zzz"]]}})
+    proc = pipeline.run("python", "stages/compare.py", check=False)
+    assert proc.returncode != 0 and "['zzz']" in proc.stderr
+
+
+@pytest.mark.slow
+def test_evaluate_and_compare_end_to_end(pipeline):
+    # problems -> base -> evaluate@base -> compare, all through DVC on smoke params
+    pipeline.repro("compare")
+    params = yaml.safe_load(pipeline.read("params.yaml"))
+    ev = params["evaluate"]
+    recs = pd.read_parquet(pipeline.path / "data/eval/base/records.parquet")
+    assert list(recs.columns) == RECORDS_SCHEMA.names
+    n_problems = params["problems"]["n_test"] + params["problems"]["n_ood"]
+    assert len(recs) == n_problems * ev["n"] * len(ev["seeds"])
+    assert recs["n_tokens"].max() <= params["sampler"]["max_new_tokens"]
+    metrics = json.loads(pipeline.read("reports/metrics/eval/base.json"))
+    assert {"test", "ood", "diagnostics", "failures", "best_of_n", "samples"} <= set(metrics)
+    assert metrics["test"]["n_problems"] == params["problems"]["n_test"]
+    assert metrics["test"]["samples_per_group"] == ev["n"]
+    assert sum(metrics["failures"].values()) == params["problems"]["n_test"] * ev["n"]
+    rep = json.loads(pipeline.read("reports/metrics/compare.json"))
+    assert set(rep["policies"]) == {"base"}
+    assert "pass@1" in rep["policies"]["base"]["test"]
+    for pair in params["compare"]["pairs"]:  # smoke: [[base, base]], all pairs concordant
+        if pair[0] == pair[1]:
+            k1 = rep["pairs"][f"{pair[0]}_vs_{pair[1]}"]["test"]["k1"]
+            assert (k1["a_only"], k1["b_only"], k1["pvalue"]) == (0, 0, 1.0)
+    assert (pipeline.path / "reports/compare.md").read_text().startswith("# Policy comparison")
+    # determinism: forcing the stage again reproduces the records and metrics byte for byte
+    before = [pipeline.read(f) for f in ("data/eval/base/records.parquet",
+                                         "reports/metrics/eval/base.json")]
+    pipeline.run("dvc", "repro", "-f", "-s", "evaluate@base")
+    after = [pipeline.read(f) for f in ("data/eval/base/records.parquet",
+                                        "reports/metrics/eval/base.json")]
+    assert before == after
+    assert np.isfinite(metrics["diagnostics"]["avg_score"])

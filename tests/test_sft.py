@@ -1,0 +1,182 @@
+"""The supervised loop: completion-only loss, determinism, adapters, multi-process launch."""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from countdown_rlvr.model import build_tiny, load_model, n_parameters
+from countdown_rlvr.train import apply_adapter, check_config, completion_nll, train_sft
+from countdown_rlvr.train.sft import collate, encode
+
+# hidden 32, one layer: ~15k parameters, builds and trains in a second or two
+TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
+        "intermediate_size": 64, "max_positions": 64}
+TOY = [(f"Numbers: {a} {b}\n", f"<answer>{a} + {b}</answer>") for a in range(1, 5)
+       for b in range(1, 5)]
+CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 40, "warmup_frac": 0.1,
+       "seed": 0, "log_every": 5}
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny(TINY, tmp_path_factory.mktemp("tiny") / "m", seed=0)
+
+
+def test_encode_masks_prompt_and_appends_eos(tiny_dir):
+    _, tok = load_model(str(tiny_dir))
+    ids, n_prompt = encode(tok, "Numbers: 1 2\n", "<answer>1 + 2</answer>")
+    assert ids[:n_prompt] == tok("Numbers: 1 2\n").input_ids
+    assert tok.decode(ids[n_prompt:]) == "<answer>1 + 2</answer>" + tok.eos_token
+    ids, n_prompt = encode(tok, "", "1 + 2 = 3")  # pre-training: EOS as document start
+    assert n_prompt == 1 and ids[0] == ids[-1] == tok.eos_token_id
+    batch = collate([([5, 6, 7], [0, 1, 1]), ([5, 6, 7, 8, 9], [0, 0, 1, 1, 1])], pad_id=0)
+    assert batch["completion_mask"].tolist() == [[0, 1, 1, 0, 0], [0, 0, 1, 1, 1]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+
+
+def test_sft_loss_only_sees_completion_tokens(tiny_dir):
+    model, tok = load_model(str(tiny_dir))
+    rows = [encode(tok, p, c) for p, c in TOY[:3]]
+    batch = collate([(ids, [0] * n + [1] * (len(ids) - n)) for ids, n in rows], tok.pad_token_id)
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    loss = completion_nll(logits, batch["input_ids"], batch["completion_mask"]).loss
+    # the same number from per-example cross-entropy over completion tokens only
+    terms = []
+    for b, (ids, n) in enumerate(rows):
+        lp = torch.log_softmax(logits[b, n - 1:len(ids) - 1], -1)
+        terms.append(-lp.gather(-1, torch.tensor(ids[n:])[:, None]).squeeze(-1))
+    assert loss.item() == pytest.approx(torch.cat(terms).mean().item(), rel=1e-5)
+    # relabelling prompt tokens (labels only; the logits stay) leaves the loss unchanged
+    relabelled = batch["input_ids"].clone()
+    relabelled[batch["completion_mask"] == 0] = 7
+    again = completion_nll(logits, relabelled, batch["completion_mask"]).loss
+    assert again.item() == loss.item()
+
+
+def test_train_sft_learns_and_is_deterministic(tiny_dir):
+    weights, stats = [], []
+    for _ in range(2):
+        model, tok = load_model(str(tiny_dir))
+        st = {}
+        model = train_sft(model, tok, TOY, CFG, stats=st)
+        weights.append({k: v.clone() for k, v in model.state_dict().items()})
+        stats.append(st)
+    st = stats[0]
+    assert st["steps"] == 40 and st["stopped_by"] == "max_steps"
+    assert st["loss_final"] < 0.5 * st["loss_first"], st
+    assert st["token_acc_final"] > st["token_acc_first"]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    assert stats[0]["loss_final"] == stats[1]["loss_final"]
+    assert not model.training  # handed back ready for evaluation
+
+
+def test_train_sft_time_budget_packing_and_logging(tiny_dir):
+    class Live:  # the two dvclive calls the loop uses
+        def __init__(self):
+            self.rows, self.step = [], 0
+
+        def log_metric(self, name, value):
+            self.rows.append((self.step, name, value))
+
+        def next_step(self):
+            self.step += 1
+
+    model, tok = load_model(str(tiny_dir))
+    live, st = Live(), {}
+    cfg = {**CFG, "time_budget_s": 0, "epochs": 3, "pack": True, "max_len": 16}
+    train_sft(model, tok, [("", c) for _, c in TOY], cfg, live=live, stats=st)
+    assert st["steps"] == 1 and st["stopped_by"] == "time_budget"
+    assert st["tokens_processed"] == 4 * 16  # packed: full blocks, no padding
+    assert {name for _, name, _ in live.rows} >= {"train/loss", "train/token_acc"}
+    assert live.step == 1
+
+
+def test_check_config_errors_name_the_fix():
+    with pytest.raises(ValueError, match="unknown training keys.*valid: lr"):
+        check_config({**CFG, "learning_rate": 1.0})
+    with pytest.raises(ValueError, match="epochs` or `max_steps"):
+        check_config({k: v for k, v in CFG.items() if k != "max_steps"})
+    with pytest.raises(ValueError, match="missing \\['lr'\\]"):
+        check_config({k: v for k, v in CFG.items() if k != "lr"})
+    with pytest.raises(ValueError, match="unknown schedule.*cosine"):
+        check_config({**CFG, "schedule": "exp"})
+
+
+def test_apply_adapter_trainable_counts(tiny_dir):
+    # Per layer (in -> out): q 32->32, k 32->16, v 32->16, o 32->32, gate/up 32->64, down 64->32.
+    # LoRA adds r * (in + out) per matrix; DoRA also a magnitude vector of size `out`.
+    r = 4
+    lora = r * (64 + 48 + 48 + 64 + 96 + 96 + 96)
+    dora = lora + (32 + 16 + 16 + 32 + 64 + 64 + 32)
+
+    def trainable(m):
+        return sum(p.numel() for p in m.parameters() if p.requires_grad)
+
+    for adapter, expected in (("lora", lora), ("dora", dora)):
+        model, _ = load_model(str(tiny_dir))
+        assert trainable(apply_adapter(model, adapter, r=r, alpha=8)) == expected
+    model, _ = load_model(str(tiny_dir))
+    assert trainable(apply_adapter(model, "full", r=r, alpha=8)) == n_parameters(model)
+    with pytest.raises(ValueError, match="valid: lora, dora, full"):
+        apply_adapter(model, "reft")
+
+
+_LAUNCHED = textwrap.dedent("""
+    import sys
+    from countdown_rlvr.model import load_model
+    from countdown_rlvr.train import is_main_process, train_sft
+    from test_sft import CFG, TOY
+
+    model, tok = load_model(sys.argv[1])
+    st = {}
+    model = train_sft(model, tok, TOY, {**CFG, "max_steps": 10}, stats=st)
+    assert st["processes"] == 2, st
+    if is_main_process():  # only rank 0 writes
+        model.save_pretrained(sys.argv[2])
+        tok.save_pretrained(sys.argv[2])
+""")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_accelerate_launch_two_processes(tiny_dir, tmp_path):
+    """Two CPU processes in one gloo group, then reload what rank 0 saved.
+
+    `--multi_gpu` is what starts N processes (torchrun) on a CPU-only machine too: the
+    trainer then asks accelerate for CPU, which makes them a gloo group. (`--cpu` alone
+    starts a single process unless an MPI hostfile is given.)
+    """
+    script = tmp_path / "launched.py"
+    script.write_text(_LAUNCHED)
+    out = tmp_path / "out"
+    cli = Path(sys.executable).parent / "accelerate"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    proc = subprocess.run(
+        [str(cli) if cli.exists() else "accelerate", "launch", "--multi_gpu",
+         "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+         "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+         str(script), str(tiny_dir), str(out)],
+        check=False, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "on 2 process(es)" in proc.stdout
+    model, tok = load_model(str(out))
+    ids = tok(TOY[0][0], return_tensors="pt").input_ids
+    assert model(input_ids=ids).logits.shape[-1] == len(tok)
+
+
+def test_resolve_base_follows_ref_json(tmp_path, tiny_dir):
+    from countdown_rlvr.train import resolve_base
+
+    (tmp_path / "REF.json").write_text('{"base": "Qwen/Qwen2.5-0.5B"}')
+    assert resolve_base(tmp_path) == "Qwen/Qwen2.5-0.5B"  # pass-through base stage
+    assert resolve_base(tiny_dir) == str(tiny_dir)  # a real model dir is itself
