@@ -12,21 +12,9 @@ import tempfile
 from pathlib import Path
 
 from countdown_rlvr.io import StageError, atomic_path, load_params, section, write_json
-from countdown_rlvr.model import (
-    TINY_PRESETS,
-    build_tiny,
-    load_model,
-    n_parameters,
-    pretraining_corpus,
-)
-from countdown_rlvr.train import (
-    REF_FILE,
-    SFT_DEFAULTS,
-    check_config,
-    is_main_process,
-    sft_config,
-    train_sft,
-)
+from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model, pretraining_corpus
+from countdown_rlvr.train import is_main_process
+from countdown_rlvr.train.run import fit_and_save, training_config
 
 OUT = Path("data/models/base")
 METRICS = "reports/metrics/base.json"
@@ -62,44 +50,14 @@ def pretrain_tiny(m: dict, b: dict) -> None:
     if not (isinstance(b["corpus_size"], int) and b["corpus_size"] > 0):
         raise StageError("base", f"base.corpus_size must be a positive integer, "
                                  f"got {b['corpus_size']!r}")
-    try:
-        cfg = check_config(sft_config(b))  # fail before any work or output
-    except ValueError as exc:
-        raise StageError("base", f"{exc} (fix the `base:` section of params.yaml)") from exc
-    main = is_main_process()
-    live = None
-    if main:
-        from dvclive import Live
-
-        # dvcyaml=None: dvc.yaml declares the plots itself; dvclive must not rewrite it
-        live = Live(str(LIVE), save_dvc_exp=False, dvcyaml=None)
+    cfg = training_config("base", b, extra_keys=("corpus_size",))  # fail before any work
     with tempfile.TemporaryDirectory() as tmp:  # each process builds the same seeded init
         model, tok = load_model(str(build_tiny(m["tiny_preset"], Path(tmp) / "init",
                                                seed=m["seed"])))
     docs = pretraining_corpus(b["corpus_size"], seed=b["seed"])
-    stats: dict = {}
-    model = train_sft(model, tok, [("", d) for d in docs], cfg, live=live, stats=stats)
-    if not main:
-        return
-    with atomic_path(OUT) as tmp:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-    live.end()
-    write_json(METRICS, {
-        "base": "tiny", "trained": True, "tiny_preset": m["tiny_preset"],
-        "n_params": n_parameters(model), "corpus_docs": len(docs),
-        "steps": stats["steps"], "planned_steps": stats["planned_steps"],
-        "stopped_by": stats["stopped_by"], "epochs": stats["epochs"],
-        "tokens_seen": stats["completion_tokens"],
-        "loss_first": round(stats["loss_first"], 4), "loss_final": round(stats["loss_final"], 4),
-        "token_acc_first": round(stats["token_acc_first"], 4),
-        "token_acc_final": round(stats["token_acc_final"], 4),
-    })
-    # wall time varies run to run: it lives outside the versioned (reproducible) metrics
-    write_json(TIMINGS, {k: stats[k] for k in ("seconds", "tokens_per_s", "tokens_processed",
-                                                "processes")})
-    print(f"[base] wrote {OUT} ({n_parameters(model):,} parameters), {METRICS}, {TIMINGS}, "
-          f"{LIVE}")
+    fit_and_save("base", model, tok, [("", d) for d in docs], cfg, OUT,
+                 {"base": "tiny", "trained": True, "tiny_preset": m["tiny_preset"],
+                  "corpus_docs": len(docs)})
 
 
 def main() -> None:
@@ -111,10 +69,6 @@ def main() -> None:
         passthrough(m["base"])
         return
     b = section(params, "base", required=("corpus_size", "seed", "lr", "batch_size", "max_len"))
-    unknown = sorted(set(b) - set(SFT_DEFAULTS) - {"corpus_size"})
-    if unknown:
-        raise StageError("base", f"params.yaml `base` has unknown keys {unknown}; valid: "
-                                 f"corpus_size, {', '.join(SFT_DEFAULTS)}")
     pretrain_tiny(m, b)
 
 

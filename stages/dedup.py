@@ -2,7 +2,15 @@
 (S1 §3.2.1), then the seeded train / validation split used by `sft`."""
 
 from countdown_rlvr.dedup import dedup_records, train_val_split
-from countdown_rlvr.io import StageError, load_params, read_jsonl, require_inputs, section, write_json, write_jsonl
+from countdown_rlvr.io import (
+    StageError,
+    load_params,
+    read_jsonl,
+    require_inputs,
+    section,
+    write_json,
+    write_jsonl,
+)
 
 OUT = "data/sft"
 

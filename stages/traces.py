@@ -3,7 +3,15 @@
 import random
 from collections import Counter
 
-from countdown_rlvr.io import StageError, load_params, read_jsonl, require_inputs, section, write_json, write_jsonl
+from countdown_rlvr.io import (
+    StageError,
+    load_params,
+    read_jsonl,
+    require_inputs,
+    section,
+    write_json,
+    write_jsonl,
+)
 from countdown_rlvr.task import solve_prompt
 from countdown_rlvr.traces import solver_traces
 

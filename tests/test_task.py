@@ -8,8 +8,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from countdown_rlvr.task import (
-    FAILURES, feedback, generate_problems, get_reward, operator_flips, problem_key,
-    solution_steps, solve, solve_prompt, step_trace, verify,
+    FAILURES,
+    feedback,
+    generate_problems,
+    get_reward,
+    operator_flips,
+    problem_key,
+    solution_steps,
+    solve,
+    solve_prompt,
+    step_trace,
+    verify,
 )
 from countdown_rlvr.task.verify import count_arithmetic_errors, extract_answer
 

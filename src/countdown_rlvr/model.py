@@ -7,7 +7,6 @@ so every later stage uses exactly the code path it would use for `Qwen/Qwen2.5-0
 from __future__ import annotations
 
 import json
-
 import random
 from dataclasses import dataclass
 from pathlib import Path

@@ -3,7 +3,7 @@
 Each trace is a completion in the `<think>...</think>\n<answer>...</answer>` format whose
 reasoning is a sequence of "a op b = c" steps. Styles:
   direct  the solution's steps in evaluation order;
-  search  one or two dead ends (an operator-flipped attempt run to its wrong value, then
+  search  dead ends (an operator-flipped attempt run to its wrong value, then
           "backtrack") before the solution: search with backtracking, as in S4's corpus.
 Every trace is gated by the verifier, so all data is correct by construction.
 """
@@ -26,7 +26,7 @@ def direct_trace(solution: str) -> str:
     return completion(step_trace(solution), solution)
 
 
-def search_trace(solution: str, target: int, rng: random.Random, max_dead_ends: int = 2) -> str:
+def search_trace(solution: str, target: int, rng: random.Random, max_dead_ends: int = 1) -> str:
     flips = operator_flips(solution, target)
     # dead ends with whole-number steps read like a person's search; fractions only if needed
     whole = [f for f in flips if "/" not in step_trace(f).replace(" / ", " ")]

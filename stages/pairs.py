@@ -1,0 +1,74 @@
+"""Stage `pairs`: preference pairs from every source of SPEC §4 / S1 §3.1.3, with the
+chosen/rejected verdicts and lengths; `ipo.sources` chooses among them."""
+
+import random
+from collections import Counter
+
+import pandas as pd
+
+from countdown_rlvr.evaluate import evaluate_policy
+from countdown_rlvr.io import (
+    StageError,
+    load_params,
+    read_jsonl,
+    require_inputs,
+    section,
+    write_json,
+    write_jsonl,
+)
+from countdown_rlvr.model import load_model
+from countdown_rlvr.pairs import SOURCES, base_pairs, scripted_pairs, teacher_pairs
+
+PROBLEMS, SOLVER = "data/problems/train.jsonl", "data/traces/solver.jsonl"
+TEACHER, BASE = "data/traces/teacher_samples.parquet", "data/models/base"
+OUT = "data/pairs/pairs.jsonl"
+
+
+def _samples(df: pd.DataFrame, prompts: dict[str, str]) -> list[dict]:
+    return [{"problem_id": r.problem_id, "numbers": list(r.numbers), "target": int(r.target),
+             "n_numbers": int(r.n_numbers), "prompt": prompts[r.problem_id],
+             "completion": r.completion, "correct": bool(r.correct), "failure": r.failure,
+             "value": r.value} for r in df.itertuples()]
+
+
+def main() -> None:
+    params = load_params()
+    p = section(params, "pairs", required=("seed", "n_problems", "per_problem", "base_k", "base_sampler"))
+    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)
+    problems = read_jsonl(PROBLEMS)[: p["n_problems"]]
+    ids = {q["id"] for q in problems}
+    solver = [t for t in read_jsonl(SOLVER) if t["problem_id"] in ids]
+    prompts = {t["problem_id"]: t["prompt"] for t in solver}
+    teacher = _samples(pd.read_parquet(TEACHER).query("problem_id in @ids"), prompts)
+    # the base model's own failures on these prompts: the "base-model rejected" source
+    base_df = evaluate_policy(load_model(BASE), problems, p["base_k"], p["base_sampler"],
+                              [p["seed"]], style, progress=False)
+    base = _samples(base_df, prompts)
+    rng = random.Random(p["seed"])
+    correct = solver + [s for s in teacher if s["correct"]]
+    try:
+        pairs = (scripted_pairs(solver, rng, p["per_problem"])
+                 + teacher_pairs(teacher, rng, p["per_problem"])
+                 + base_pairs(correct, base, rng, p["per_problem"]))
+    except AssertionError as exc:
+        raise StageError("pairs", f"{exc}; the verifier and the pair builders disagree") from exc
+    write_jsonl(OUT, pairs)
+    metrics = {}
+    for src in SOURCES:
+        rows = [q for q in pairs if q["source"] == src]
+        metrics[src] = {
+            "pairs": len(rows),
+            "problems": len({q["problem_id"] for q in rows}),
+            "rejected_failures": dict(sorted(Counter(q["rejected_failure"] for q in rows).items())),
+            "mean_chosen_chars": sum(q["chosen_chars"] for q in rows) / len(rows) if rows else None,
+            "mean_rejected_chars": sum(q["rejected_chars"] for q in rows) / len(rows) if rows else None,
+        }
+    metrics["base_sample_pass@1"] = float(base_df["correct"].mean())
+    write_json("reports/metrics/pairs.json", metrics)
+    print(f"[pairs] wrote {OUT} ({len(pairs)} pairs: "
+          + ", ".join(f"{s} {metrics[s]['pairs']}" for s in SOURCES) + ") and reports/metrics/pairs.json")
+
+
+if __name__ == "__main__":
+    main()
