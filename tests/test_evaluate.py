@@ -208,7 +208,8 @@ def test_evaluate_stage_errors(pipeline):
 
 @pytest.mark.slow
 def test_evaluate_and_compare_end_to_end(pipeline):
-    # problems -> base -> evaluate@base -> compare, all through DVC on smoke params
+    # problems -> base -> evaluate@<every policy>, then compare, all through DVC on smoke params
+    pipeline.repro("evaluate")
     pipeline.repro("compare")
     params = yaml.safe_load(pipeline.read("params.yaml"))
     ev = params["evaluate"]
