@@ -26,7 +26,7 @@ def regex_eval_score(completion: str, numbers: list[int], target: int) -> float:
         return 0.1
     try:
         value = eval(eq, {"__builtins__": None}, {})
-    except Exception:
+    except Exception:  # noqa: BLE001 - the baseline scorer swallows everything
         return 0.1
     return 1.0 if abs(value - target) < 1e-5 else 0.1
 

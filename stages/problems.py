@@ -12,7 +12,7 @@ def main() -> None:
     p = section(load_params(), "problems", required=(
         "seed", "n_train", "n_test", "n_ood", "n_numbers", "number_range", "target_range",
         "ood_n_numbers", "ood_target_range"))
-    common = dict(number_range=tuple(p["number_range"]))
+    common = {"number_range": tuple(p["number_range"])}
     try:
         # test first, so the held-out set does not depend on the train size
         test = generate_problems(p["n_test"], p["seed"], "test", tuple(p["n_numbers"]),

@@ -8,15 +8,7 @@ import torch
 from countdown_rlvr.logprobs import sequence_logprobs, token_entropy, token_logprobs
 from countdown_rlvr.model import build_tiny, load_model
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny matmuls gain nothing from a second thread, and OpenMP spin-waits collapse when
-    # other processes share the 2 cores (measured: 0.05 s vs 0.3-4.8 s for one generate call).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 

@@ -10,15 +10,7 @@ from countdown_rlvr.logprobs import sequence_logprobs
 from countdown_rlvr.model import ModelRef, build_tiny, load_model
 from countdown_rlvr.sampling import generate
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny matmuls gain nothing from a second thread, and OpenMP spin-waits collapse when
-    # other processes share the 2 cores (measured: 0.05 s vs 0.3-4.8 s for one generate call).
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 PROMPTS = ["Numbers: 44 19 35 Target: 98\n", "Numbers: 3 7 Target: 21\n",

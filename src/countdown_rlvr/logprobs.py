@@ -19,7 +19,7 @@ import torch.nn.functional as F
 CHUNK_ELEMENTS = 1 << 24  # default chunk: ~16M logits = 64 MB in fp32
 
 
-def _row_chunks(shape: torch.Size, chunk_size: int | None) -> Iterator[tuple[int, slice]]:
+def row_chunks(shape: torch.Size, chunk_size: int | None) -> Iterator[tuple[int, slice]]:
     """(batch index, time slice) views of a [B, T, V] tensor, at most `chunk_size` rows each.
 
     Chunks never cross the batch dim, so `logits[:, :-1]` (not contiguous) is read through
@@ -37,7 +37,7 @@ class _TokenLogprob(torch.autograd.Function):
     def forward(ctx, logits, labels, chunk_size):
         out = torch.empty(labels.shape, dtype=torch.float32, device=logits.device)
         lse = torch.empty_like(out)
-        for b, t in _row_chunks(logits.shape, chunk_size):
+        for b, t in row_chunks(logits.shape, chunk_size):
             x = logits[b, t].float()
             lse[b, t] = torch.logsumexp(x, dim=-1)
             out[b, t] = x.gather(-1, labels[b, t, None]).squeeze(-1) - lse[b, t]
@@ -49,7 +49,7 @@ class _TokenLogprob(torch.autograd.Function):
     def backward(ctx, grad_out):
         logits, labels, lse = ctx.saved_tensors
         grad = torch.zeros_like(logits)
-        for b, t in _row_chunks(logits.shape, ctx.chunk_size):
+        for b, t in row_chunks(logits.shape, ctx.chunk_size):
             # d/dx [x_y - logsumexp(x)] = onehot(y) - softmax(x); one fp32 temp, in place
             g = (logits[b, t] - lse[b, t, None]).exp_().neg_()  # fp32 by type promotion
             g.scatter_add_(-1, labels[b, t, None], torch.ones_like(g[:, :1]))
@@ -62,7 +62,7 @@ class _TokenEntropy(torch.autograd.Function):
     def forward(ctx, logits, chunk_size):
         out = torch.empty(logits.shape[:-1], dtype=torch.float32, device=logits.device)
         lse = torch.empty_like(out)
-        for b, t in _row_chunks(logits.shape, chunk_size):
+        for b, t in row_chunks(logits.shape, chunk_size):
             x = logits[b, t].float()
             lse[b, t] = torch.logsumexp(x, dim=-1)
             p = (x - lse[b, t, None]).exp_()
@@ -75,7 +75,7 @@ class _TokenEntropy(torch.autograd.Function):
     def backward(ctx, grad_out):
         logits, lse, ent = ctx.saved_tensors
         grad = torch.zeros_like(logits)
-        for b, t in _row_chunks(logits.shape, ctx.chunk_size):
+        for b, t in row_chunks(logits.shape, ctx.chunk_size):
             # dH/dx_j = -p_j (log p_j + H)
             logp = logits[b, t] - lse[b, t, None]  # fp32 by type promotion
             g = logp.exp().neg_().mul_(logp.add_(ent[b, t, None]))

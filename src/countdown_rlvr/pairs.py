@@ -60,7 +60,7 @@ def teacher_pairs(samples: list[dict], rng: random.Random, per_problem: int = 1)
     completion, correct, failure, value (str or None).
     """
     out = []
-    for _, group in _by_problem(samples).items():
+    for group in _by_problem(samples).values():
         good = [s for s in group if s["correct"]]
         bad = [s for s in group if not s["correct"]]
         if not good or not bad:

@@ -238,7 +238,7 @@ def verify(completion: str, numbers: list[int], target: int) -> Verdict:
     FAILURES, so e.g. a wrong-pool answer is NUMBER_* whatever it evaluates to."""
     try:
         return _verify(completion, numbers, target)
-    except Exception as exc:  # defence in depth: the judge must never crash a stage
+    except Exception as exc:  # noqa: BLE001 - defence in depth: the judge never crashes a stage
         return Verdict(False, "PARSE_FAIL", None, None, f"internal error: {type(exc).__name__}")
 
 

@@ -15,9 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..logprobs import token_logprobs
-
-CHUNK_ELEMENTS = 1 << 24  # forward_kl rows per chunk = this // vocab (~64 MB of fp32 per chunk)
+from ..logprobs import row_chunks, token_logprobs
 
 
 # --------------------------------------------------------------------------- SFT
@@ -171,15 +169,6 @@ def rloo_policy_loss(logp: torch.Tensor, mask: torch.Tensor, advantages: torch.T
 
 
 # --------------------------------------------------------------------------- OPD (S4 §3.3)
-def _row_chunks(shape: torch.Size, chunk_size: int | None):
-    """(batch index, time slice) views of [B, T, V] logits; reading views avoids copies."""
-    B, T, V = shape
-    rows = chunk_size or max(1, CHUNK_ELEMENTS // V)
-    for b in range(B):
-        for t in range(0, T, rows):
-            yield b, slice(t, min(t + rows, T))
-
-
 class _ForwardKL(torch.autograd.Function):
     """Per-token KL(softmax(zt/T) || softmax(zs/T)), O(chunk x V) extra memory both ways.
 
@@ -191,7 +180,7 @@ class _ForwardKL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, teacher, student, temperature, chunk_size):
         out = torch.empty(student.shape[:-1], dtype=torch.float32, device=student.device)
-        for b, t in _row_chunks(student.shape, chunk_size):
+        for b, t in row_chunks(student.shape, chunk_size):
             lt = torch.log_softmax(teacher[b, t].float() / temperature, dim=-1)
             ls = torch.log_softmax(student[b, t].float() / temperature, dim=-1)
             out[b, t] = (lt.exp() * (lt - ls)).sum(-1)
@@ -204,7 +193,7 @@ class _ForwardKL(torch.autograd.Function):
         teacher, student = ctx.saved_tensors
         T = ctx.temperature
         grad = torch.zeros_like(student)
-        for b, t in _row_chunks(student.shape, ctx.chunk_size):
+        for b, t in row_chunks(student.shape, ctx.chunk_size):
             pt = torch.softmax(teacher[b, t].float() / T, dim=-1)
             ps = torch.softmax(student[b, t].float() / T, dim=-1)
             grad[b, t] = ((ps - pt) * (grad_out[b, t, None] / T)).to(grad.dtype)
