@@ -1,9 +1,12 @@
 """Stage `teacher`: the model whose samples become teacher traces and OPD targets.
 
-`teacher.base: tiny` builds the larger tiny preset and trains all of its parameters on the
-solver traces, each prompt carrying its trace's strategy hint, so the teacher can be
-steered by the rotated strategy prompts of `teacher_traces` (S1 §3.1.1). Any other value
-(a hub id such as Qwen/Qwen2.5-1.5B-Instruct, or a local model dir) is passed through.
+`teacher.base: tiny` trains all parameters of a tiny model on the solver traces, each
+prompt carrying its trace's strategy hint, so the teacher can be steered by the rotated
+strategy prompts of `teacher_traces` (S1 §3.1.1). `teacher.init: base` starts from the
+pre-trained base (which already copies operands from its prompt) and trains longer than the
+student's SFT; `teacher.init: scratch` builds the larger `teacher.tiny_preset` from random
+weights. Any other `teacher.base` (a hub id such as Qwen/Qwen2.5-1.5B-Instruct, or a local
+model dir) is passed through.
 """
 
 import tempfile
@@ -22,8 +25,9 @@ from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model
 from countdown_rlvr.traces import strategy_prompt
 from countdown_rlvr.train.run import fit_and_save, training_config
 
-SRC, OUT = "data/traces/solver.jsonl", Path("data/models/teacher")
-EXTRA = ("base", "tiny_preset", "init_seed")
+SRC, BASE, OUT = "data/traces/solver.jsonl", "data/models/base", Path("data/models/teacher")
+EXTRA = ("base", "init", "tiny_preset", "init_seed")
+INITS = ("base", "scratch")
 
 
 def main() -> None:
@@ -38,14 +42,20 @@ def main() -> None:
     if t["tiny_preset"] not in TINY_PRESETS:
         raise StageError("teacher", f"teacher.tiny_preset {t['tiny_preset']!r} is unknown; "
                                     f"valid: {', '.join(TINY_PRESETS)}")
+    if t["init"] not in INITS:
+        raise StageError("teacher", f"teacher.init {t['init']!r} is unknown; valid: {', '.join(INITS)}")
     cfg = training_config("teacher", t, extra_keys=EXTRA)
-    require_inputs("teacher", SRC)
+    require_inputs("teacher", SRC, BASE)
     traces = read_jsonl(SRC)
     examples = [(strategy_prompt(r["prompt"], r["strategy"]), r["completion"]) for r in traces]
-    with tempfile.TemporaryDirectory() as tmp:
-        model, tok = load_model(str(build_tiny(t["tiny_preset"], Path(tmp) / "init", seed=t["init_seed"])))
+    if t["init"] == "base":
+        model, tok = load_model(BASE)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            model, tok = load_model(str(build_tiny(t["tiny_preset"], Path(tmp) / "init", seed=t["init_seed"])))
     fit_and_save("teacher", model, tok, examples, cfg, OUT,
-                 {"base": "tiny", "trained": True, "tiny_preset": t["tiny_preset"]})
+                 {"base": "tiny", "trained": True, "init": t["init"],
+                  "tiny_preset": t["tiny_preset"] if t["init"] == "scratch" else None})
 
 
 if __name__ == "__main__":
