@@ -3,7 +3,7 @@
 `model.base: tiny` builds the embedded Qwen2-architecture model and pre-trains all of its
 parameters on a synthetic arithmetic corpus (not Countdown solutions), so it plays the role
 of a pretrained base. Any other value (a hub id such as Qwen/Qwen2.5-0.5B, or a local model
-dir) is passed through: data/models/base/REF.json names it and `train.resolve_base` follows it.
+dir) is passed through: data/models/base/REF.json names it and `model.resolve_base` follows it.
 
 Also runs under `accelerate launch --multi_gpu --num_processes N stages/base.py`.
 """

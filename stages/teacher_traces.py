@@ -40,13 +40,14 @@ def main() -> None:
     prompts = [solve_prompt(q["numbers"], q["target"], style) for q in problems]
     policy = load_model(MODEL)
     per = p["k"] // len(p["strategies"])
+    binary = get_reward("binary")  # the gate: only verifier-correct samples become traces
     rows, traces = [], []
     for i, strategy in enumerate(p["strategies"]):  # rotation: k/len samples under each hint
         print(f"[teacher_traces] strategy {strategy}: {len(problems)} problems x {per} samples")
         out = generate(policy, [strategy_prompt(pr, strategy) for pr in prompts], per, p["sampler"],
                        seed=p["seed"] + i, batch_size=p["batch_size"])
         for q, prompt, samples in zip(problems, prompts, out):
-            scored = score_samples(q, samples, p["seed"] + i, get_reward("binary"))
+            scored = score_samples(q, samples, p["seed"] + i, binary)
             for r in scored:
                 r["sample"] += i * per
                 r["strategy"] = strategy

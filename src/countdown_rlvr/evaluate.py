@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from .eval import RECORD_COLUMNS, pass_at_k, solved_within
 from .io import atomic_path
-from .model import ModelRef, load_model
+from .model import REF_FILE, ModelRef, load_model, resolve_base
 from .sampling import generate
 from .stats import bootstrap_ci, mcnemar, pass_at_k_ci
 from .task import get_reward, solve_prompt, verify
@@ -64,10 +64,8 @@ def policy_ref(path: str | Path) -> ModelRef:
     `base_model_name_or_path` (a local dir, as written by our training stages, or a hub id).
     A dir with config.json is a full model (the base, or an `adapter: full` training output).
     A dir with REF.json is a pass-through base (`model.base` a hub id or another dir): it
-    stands for the model it names, see `train.resolve_base`.
+    stands for the model it names, see `model.resolve_base`.
     """
-    from .train import REF_FILE, resolve_base  # lazy: the training stack is not needed here
-
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"policy dir {path} does not exist")
