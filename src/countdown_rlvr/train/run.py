@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..io import StageError, atomic_path, write_json
-from ..model import n_parameters
-from .sft import SFT_DEFAULTS, check_config, is_main_process, sft_config, train_sft
+from ..model import load_model, n_parameters
+from .sft import ADAPTERS, SFT_DEFAULTS, apply_adapter, check_config, is_main_process, sft_config, train_sft
 
 TIMING_KEYS = ("seconds", "tokens_per_s", "tokens_processed", "processes")
 
@@ -30,23 +30,80 @@ def training_config(stage: str, sec: dict[str, Any], extra_keys: tuple[str, ...]
         raise StageError(stage, f"{exc} (fix the `{stage}:` section of params.yaml)") from exc
 
 
-def fit_and_save(stage: str, model, tok, examples: list[tuple[str, str]], cfg: dict,
-                 out_dir: str | Path, extra_metrics: dict[str, Any] | None = None):
-    """Train, save to `out_dir` (model or adapter, via save_pretrained), write metrics."""
-    live = None
-    main = is_main_process()
-    if main:
-        from dvclive import Live
+# Every training stage's `<stage>.adapter` section keys and their defaults.
+ADAPTER_DEFAULTS: dict[str, Any] = {
+    "adapter": "full",  # lora | dora | full (full fine-tuning: best at tiny sizes, SPEC §3)
+    "lora_r": 64,  # LoRA rank (lora / dora only)
+    "lora_alpha": 128,  # LoRA scale numerator: the update is scaled by alpha / r
+    "lora_dropout": 0.0,
+    "target_modules": "all-linear",  # peft target: every Linear except the output head
+}
 
-        # dvcyaml=None: dvc.yaml declares the plots itself; dvclive must not rewrite it
-        live = Live(f"dvclive/{stage}", save_dvc_exp=False, dvcyaml=None)
-    stats: dict = {}
-    model = train_sft(model, tok, examples, cfg, live=live, stats=stats)
-    if not main:
-        return model
+
+def init_policy(stage: str, init_dir: str | Path, sec: dict[str, Any]):
+    """(model, tokenizer) to train, starting from the policy in `init_dir` (SPEC §3).
+
+    `sec` is the stage's params section; its ADAPTER_DEFAULTS keys choose how to train:
+    a LoRA/DoRA adapter in `init_dir` is trained further when the stage also asks for
+    lora/dora (one adapter on the base, so `policy_ref` keeps working); otherwise the
+    init policy is merged into plain weights and `apply_adapter` wraps it.
+    """
+    from ..evaluate import policy_ref
+
+    cfg = {**ADAPTER_DEFAULTS, **{k: sec[k] for k in ADAPTER_DEFAULTS if k in sec}}
+    if cfg["adapter"] not in ADAPTERS:
+        raise StageError(stage, f"`{stage}.adapter` {cfg['adapter']!r} is unknown; valid: "
+                                f"{', '.join(ADAPTERS)}")
+    try:
+        ref = policy_ref(init_dir)
+    except (FileNotFoundError, ValueError) as exc:
+        raise StageError(stage, f"{exc}; run `dvc repro` for the stage that writes {init_dir}") from exc
+    if ref.adapter and cfg["adapter"] != "full" and (Path(ref.adapter) / "adapter_config.json").exists():
+        return load_model(ref.base, ref.adapter, is_trainable=True)
+    model, tok = load_model(ref.base, ref.adapter)
+    if hasattr(model, "merge_and_unload"):  # a peft adapter under full / a new adapter
+        model = model.merge_and_unload()
+    model = apply_adapter(model, cfg["adapter"], r=cfg["lora_r"], alpha=cfg["lora_alpha"],
+                          dropout=cfg["lora_dropout"], target_modules=cfg["target_modules"])
+    return model, tok
+
+
+def frozen_copy(init_dir: str | Path):
+    """The init policy again, frozen in eval mode: the reference of IPO / RLOO / KL terms."""
+    from ..evaluate import policy_ref
+
+    ref = policy_ref(init_dir)
+    model, _ = load_model(ref.base, ref.adapter)
+    model.eval().requires_grad_(False)
+    return model
+
+
+def open_live(name: str):
+    """dvclive logger for dvclive/<name> on the main process (None elsewhere)."""
+    if not is_main_process():
+        return None
+    from dvclive import Live
+
+    # dvcyaml=None: dvc.yaml declares the plots itself; dvclive must not rewrite it
+    return Live(f"dvclive/{name}", save_dvc_exp=False, dvcyaml=None)
+
+
+def save_policy(model, tok, out_dir: str | Path) -> None:
+    """save_pretrained of the model (or peft adapter) and tokenizer, atomically."""
     with atomic_path(out_dir) as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+
+
+def fit_and_save(stage: str, model, tok, examples: list[tuple[str, str]], cfg: dict,
+                 out_dir: str | Path, extra_metrics: dict[str, Any] | None = None):
+    """Train, save to `out_dir` (model or adapter, via save_pretrained), write metrics."""
+    live = open_live(stage)
+    stats: dict = {}
+    model = train_sft(model, tok, examples, cfg, live=live, stats=stats)
+    if live is None:  # not the main process
+        return model
+    save_policy(model, tok, out_dir)
     live.end()
     metrics = {
         **(extra_metrics or {}),
