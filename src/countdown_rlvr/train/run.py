@@ -13,7 +13,15 @@ from typing import Any
 
 from ..io import StageError, atomic_path, write_json
 from ..model import load_model, n_parameters
-from .sft import ADAPTERS, SFT_DEFAULTS, apply_adapter, check_config, is_main_process, sft_config, train_sft
+from .sft import (
+    ADAPTERS,
+    SFT_DEFAULTS,
+    apply_adapter,
+    check_config,
+    is_main_process,
+    sft_config,
+    train_sft,
+)
 
 TIMING_KEYS = ("seconds", "tokens_per_s", "tokens_processed", "processes")
 
