@@ -11,7 +11,7 @@ OUT = "data/problems"
 def main() -> None:
     p = section(load_params(), "problems", required=(
         "seed", "n_train", "n_test", "n_ood", "n_numbers", "number_range", "target_range",
-        "ood_n_numbers", "ood_target_range"))
+        "ood_n_numbers", "ood_target_range", "count_train_solutions"))
     common = {"number_range": tuple(p["number_range"])}
     try:
         # test first, so the held-out set does not depend on the train size
@@ -22,7 +22,8 @@ def main() -> None:
                                 target_range=tuple(p["ood_target_range"]), exclude=seen, **common)
         seen |= {problem_key(q.numbers, q.target) for q in ood}
         train = generate_problems(p["n_train"], p["seed"], "train", tuple(p["n_numbers"]),
-                                  target_range=tuple(p["target_range"]), exclude=seen, **common)
+                                  target_range=tuple(p["target_range"]), exclude=seen,
+                                  count_first=p["count_train_solutions"], **common)
     except (ValueError, TypeError) as exc:
         raise StageError("problems", f"{exc} (check the `problems:` section of params.yaml)") from exc
 

@@ -20,7 +20,8 @@ SRC, OUT = "data/problems/train.jsonl", "data/traces/solver.jsonl"
 
 def main() -> None:
     params = load_params()
-    p = section(params, "traces", required=("seed", "n_problems", "per_problem", "styles"))
+    p = section(params, "traces", required=("seed", "n_problems", "per_problem", "styles",
+                                                  "solutions"))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     require_inputs("traces", SRC)
     problems = read_jsonl(SRC)[: p["n_problems"]]
@@ -28,9 +29,10 @@ def main() -> None:
     try:
         rows = [r for i, q in enumerate(problems) for r in solver_traces(
             q, solve_prompt(q["numbers"], q["target"], style), tuple(p["styles"]),
-            p["per_problem"], rng, offset=i * p["per_problem"])]
+            p["per_problem"], rng, offset=i * p["per_problem"], solutions=p["solutions"])]
     except ValueError as exc:
-        raise StageError("traces", f"{exc} (fix `traces.styles` in params.yaml)") from exc
+        raise StageError("traces", f"{exc} (fix `traces.styles` / `traces.solutions` in "
+                                   "params.yaml)") from exc
     write_jsonl(OUT, rows)
     lengths = [len(r["completion"]) for r in rows]
     write_json("reports/metrics/traces.json", {

@@ -79,6 +79,26 @@ def test_greedy_equals_manual_argmax(pair):
     assert _ids(_gen(pair, sampler={"temperature": 0}, seed=9, max_new_tokens=10, n=2)) == _ids(out)
 
 
+def test_rows_that_stop_leave_the_batch_without_disturbing_the_rest(base):
+    """Rows leave the batch (and its KV cache) as they emit EOS; every surviving row's
+    recorded log-probs must still equal a fresh, unbatched forward over its own tokens."""
+    model, tok = load_model(base)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(0.3)  # flatter logits: EOS turns up within 64 tokens
+    out = generate((model, tok), PROMPTS, n=16, sampler={"temperature": 1.0}, seed=0,
+                   max_new_tokens=64, return_logprobs=True, progress=False, batch_size=48)
+    samples = [(prompt, s) for prompt, per in zip(PROMPTS, out) for s in per]
+    lengths = [s.n_tokens for _, s in samples]
+    assert any(s.finish_reason == "stop" for _, s in samples) and 64 in lengths
+    assert len(set(lengths)) > 3
+    for prompt, s in samples:
+        p = tok(prompt)["input_ids"]
+        with torch.no_grad():
+            logits = model(torch.tensor([p + s.token_ids])).logits[0, len(p) - 1:-1]
+        ref = torch.log_softmax(logits, -1).gather(1, torch.tensor(s.token_ids)[:, None])
+        torch.testing.assert_close(torch.tensor(s.logprobs), ref.squeeze(1), atol=1e-4, rtol=1e-4)
+
+
 def _processed_logprobs(model, tok, prompt, token_ids, t, k, p):
     """Reference: the HF warpers re-implemented by hand on one unpadded sequence."""
     prompt_ids = tok(prompt)["input_ids"]

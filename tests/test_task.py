@@ -217,6 +217,14 @@ def test_ood_problems():
         assert verify(f"<answer>{p.construction}</answer>", p.numbers, p.target).correct
 
 
+def test_count_first_counts_only_a_prefix_and_keeps_the_problems():
+    full = generate_problems(20, 5, "train")
+    part = generate_problems(20, 5, "train", count_first=6)
+    assert [(p.numbers, p.target) for p in part] == [(p.numbers, p.target) for p in full]
+    assert [p.n_solutions for p in part[:6]] == [p.n_solutions for p in full[:6]]
+    assert all(p.n_solutions is None for p in part[6:])
+
+
 def test_generator_rejects_impossible_ranges():
     with pytest.raises(ValueError, match="widen"):
         generate_problems(5, 0, "x", number_range=(1, 1), target_range=(50, 60), max_tries=1000)

@@ -35,6 +35,17 @@ def test_styles_rotate_across_problems_and_are_deterministic(problems):
     assert Counter(r["strategy"] for r in a) == {"direct": 30, "search": 30}
 
 
+def test_construction_traces_use_the_known_solution(problems):
+    rng = random.Random(0)
+    for i, q in enumerate(problems):
+        (row,) = solver_traces(q, "p", ("direct", "search"), 1, rng, offset=i,
+                               solutions="construction")
+        assert verify(row["completion"], q["numbers"], q["target"]).correct
+        assert row["completion"].endswith(f"<answer>{q['construction']}</answer>")
+    with pytest.raises(ValueError, match="valid: solver, construction"):
+        solver_traces(problems[0], "p", ("direct",), 1, rng, solutions="oracle")
+
+
 def test_unknown_style_and_strategy_are_clear_errors(problems):
     with pytest.raises(ValueError, match="valid: direct, search"):
         solver_traces(problems[0], "p", ("backward",), 1, random.Random(0))

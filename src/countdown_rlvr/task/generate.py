@@ -55,13 +55,17 @@ def generate_problems(
     target_range: tuple[int, int] = (10, 99),
     exclude: set[tuple] | None = None,
     count_solutions_up_to: int = 4,
+    count_first: int | None = None,
     max_tries: int = 1_000_000,
 ) -> list[Problem]:
     """`n` distinct problems, operand counts cycling through `n_numbers`.
 
     `exclude` holds keys (sorted numbers, target) of other splits; problems with those
     keys are skipped so splits never overlap. Solutions are counted exactly for pools of
-    at most `count_solutions_up_to` numbers (larger pools are slow to enumerate).
+    at most `count_solutions_up_to` numbers (larger pools are slow to enumerate), and only
+    for the first `count_first` problems when given (counting costs ~4 ms a problem; a
+    large trace-only pool does not need it). The problems themselves do not depend on
+    either setting.
     """
     if n < 0 or not n_numbers or min(n_numbers) < 2:
         raise ValueError("need n >= 0 and every operand count >= 2")
@@ -86,7 +90,8 @@ def generate_problems(
         if not (tlo <= target <= thi) or target in numbers or key in seen:
             continue
         seen.add(key)
-        n_sol = len(solve(numbers, target)) if k <= count_solutions_up_to else None
+        counted = k <= count_solutions_up_to and (count_first is None or len(out) < count_first)
+        n_sol = len(solve(numbers, target)) if counted else None
         out.append(Problem(f"{split}-{len(out):05d}", split, numbers, target, k, n_sol, expr))
     return out
 
