@@ -50,11 +50,13 @@ def pretrain_tiny(m: dict, b: dict) -> None:
     if not (isinstance(b["corpus_size"], int) and b["corpus_size"] > 0):
         raise StageError("base", f"base.corpus_size must be a positive integer, "
                                  f"got {b['corpus_size']!r}")
-    cfg = training_config("base", b, extra_keys=("corpus_size",))  # fail before any work
+    if not 0 <= b["facts_frac"] <= 1:
+        raise StageError("base", f"base.facts_frac must be in [0, 1], got {b['facts_frac']!r}")
+    cfg = training_config("base", b, extra_keys=("corpus_size", "facts_frac"))  # fail before any work
     with tempfile.TemporaryDirectory() as tmp:  # each process builds the same seeded init
         model, tok = load_model(str(build_tiny(m["tiny_preset"], Path(tmp) / "init",
                                                seed=m["seed"])))
-    docs = pretraining_corpus(b["corpus_size"], seed=b["seed"])
+    docs = pretraining_corpus(b["corpus_size"], seed=b["seed"], facts_frac=b["facts_frac"])
     fit_and_save("base", model, tok, [("", d) for d in docs], cfg, OUT,
                  {"base": "tiny", "trained": True, "tiny_preset": m["tiny_preset"],
                   "corpus_docs": len(docs)})
@@ -68,7 +70,8 @@ def main() -> None:
     if m["base"] != "tiny":
         passthrough(m["base"])
         return
-    b = section(params, "base", required=("corpus_size", "seed", "lr", "batch_size", "max_len"))
+    b = section(params, "base", required=("corpus_size", "facts_frac", "seed", "lr", "batch_size",
+                                          "max_len"))
     pretrain_tiny(m, b)
 
 

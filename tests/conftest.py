@@ -18,9 +18,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def merge(base: dict, override: dict) -> dict:
+    """Recursive dict merge; an override value of null deletes the key (so that the smoke
+    params can drop e.g. a policy whose model the smoke-sized run cannot produce)."""
     out = dict(base)
     for k, v in override.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 

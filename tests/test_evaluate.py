@@ -193,7 +193,7 @@ def test_compare_errors_and_empty_pairs():
 def test_evaluate_stage_errors(pipeline):
     proc = pipeline.run("python", "stages/evaluate.py", "nope", check=False)
     assert proc.returncode != 0 and "unknown policy 'nope'" in proc.stderr
-    assert "['base']" in proc.stderr
+    assert "'base'" in proc.stderr
     pipeline.set_params({"evaluate": {"policies": {"ghost": "data/models/ghost"}}})
     proc = pipeline.run("python", "stages/evaluate.py", "ghost", check=False)
     assert proc.returncode != 0 and "data/models/ghost" in proc.stderr
@@ -208,7 +208,11 @@ def test_evaluate_stage_errors(pipeline):
 
 @pytest.mark.slow
 def test_evaluate_and_compare_end_to_end(pipeline):
-    # problems -> base -> evaluate@<every policy>, then compare, all through DVC on smoke params
+    # problems -> base -> evaluate@base, then compare, all through DVC on smoke params
+    # (only the base policy: the trained ones have end-to-end tests of their own)
+    pipeline.set_params({"evaluate": {"policies": None}})
+    pipeline.set_params({"evaluate": {"policies": {"base": "data/models/base"}},
+                         "compare": {"pairs": [["base", "base"]]}})
     pipeline.repro("evaluate")
     pipeline.repro("compare")
     params = yaml.safe_load(pipeline.read("params.yaml"))

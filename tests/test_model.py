@@ -155,10 +155,17 @@ def test_full_model_in_adapter_slot(tiny_dir, tmp_path):
 _STEP = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
 
 
+def test_pretraining_corpus_mix():
+    assert all(d.startswith("Evaluate: ") for d in pretraining_corpus(200, seed=0))
+    mixed = pretraining_corpus(400, seed=0, facts_frac=0.5)
+    facts = sum(not d.startswith("Evaluate: ") for d in mixed)
+    assert 150 < facts < 250
+
+
 def test_pretraining_corpus():
-    docs = pretraining_corpus(300, seed=0)
-    assert docs == pretraining_corpus(300, seed=0)
-    assert docs != pretraining_corpus(300, seed=1)
+    docs = pretraining_corpus(300, seed=0, facts_frac=0.3)
+    assert docs == pretraining_corpus(300, seed=0, facts_frac=0.3)
+    assert docs != pretraining_corpus(300, seed=1, facts_frac=0.3)
     assert len(docs) == 300
     text = "\n".join(docs)
     # not Countdown: no number pool / target prompt

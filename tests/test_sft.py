@@ -1,5 +1,6 @@
 """The supervised loop: completion-only loss, determinism, adapters, multi-process launch."""
 
+import json
 import os
 import socket
 import subprocess
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from countdown_rlvr.model import build_tiny, load_model, n_parameters
 from countdown_rlvr.train import apply_adapter, check_config, completion_nll, train_sft
@@ -149,6 +152,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def launch_two_processes(*script_and_args: str) -> list[str]:
+    """`accelerate launch` argv for two CPU processes on this machine."""
+    cli = Path(sys.executable).parent / "accelerate"
+    return [str(cli) if cli.exists() else "accelerate", "launch", "--multi_gpu",
+            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+            "--dynamo_backend", "no", "--main_process_port", str(_free_port()), *script_and_args]
+
+
 def test_accelerate_launch_two_processes(tiny_dir, tmp_path):
     """Two CPU processes in one gloo group, then reload what rank 0 saved.
 
@@ -159,17 +170,28 @@ def test_accelerate_launch_two_processes(tiny_dir, tmp_path):
     script = tmp_path / "launched.py"
     script.write_text(_LAUNCHED)
     out = tmp_path / "out"
-    cli = Path(sys.executable).parent / "accelerate"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    proc = subprocess.run(
-        [str(cli) if cli.exists() else "accelerate", "launch", "--multi_gpu",
-         "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-         "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
-         str(script), str(tiny_dir), str(out)],
-        check=False, capture_output=True, text=True, timeout=240, env=env)
+    proc = subprocess.run(launch_two_processes(str(script), str(tiny_dir), str(out)),
+                          check=False, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "on 2 process(es)" in proc.stdout
     model, tok = load_model(str(out))
+    ids = tok(TOY[0][0], return_tensors="pt").input_ids
+    assert model(input_ids=ids).logits.shape[-1] == len(tok)
+
+
+@pytest.mark.slow
+def test_sft_stage_under_accelerate_two_processes(pipeline):
+    """The real `sft` stage on smoke params, launched as two CPU processes in a pipeline copy."""
+    pipeline.repro("dedup")  # the stage's inputs: data/sft and data/models/base
+    proc = pipeline.run(*launch_two_processes("stages/sft.py"))
+    assert "on 2 process(es)" in proc.stdout
+    assert json.loads(pipeline.read("reports/timings/sft.json"))["processes"] == 2
+    metrics = json.loads(pipeline.read("reports/metrics/sft.json"))
+    assert metrics["steps"] == metrics["planned_steps"] == 4, metrics  # global batch: same steps
+    assert metrics["val_examples"] > 0 and 0 < metrics["val_loss"] < 20
+    assert 0 <= metrics["val_token_acc"] <= 1
+    model, tok = load_model(str(pipeline.path / "data/models/sft"))
     ids = tok(TOY[0][0], return_tensors="pt").input_ids
     assert model(input_ids=ids).logits.shape[-1] == len(tok)
 
@@ -180,3 +202,23 @@ def test_resolve_base_follows_ref_json(tmp_path, tiny_dir):
     (tmp_path / "REF.json").write_text('{"base": "Qwen/Qwen2.5-0.5B"}')
     assert resolve_base(tmp_path) == "Qwen/Qwen2.5-0.5B"  # pass-through base stage
     assert resolve_base(tiny_dir) == str(tiny_dir)  # a real model dir is itself
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 200), min_size=1, max_size=300), st.integers(1, 16),
+       st.integers(0, 5))
+def test_length_grouping_is_a_seeded_permutation_with_less_padding(lengths, bs, seed):
+    from countdown_rlvr.train.sft import SeededShuffle
+
+    n = len(lengths)
+    grouped = list(SeededShuffle(n, seed, lengths, bs, window=4))
+    assert sorted(grouped) == list(range(n))  # every example once per epoch
+    assert grouped == list(SeededShuffle(n, seed, lengths, bs, window=4))
+
+    def padded(order):  # tokens after padding each consecutive batch to its longest row
+        return sum(len(b) * max(lengths[i] for i in b)
+                   for b in (order[j:j + bs] for j in range(0, n, bs)))
+    # the same permutation's windows, each cut into batches in sorted order: never more padding
+    assert padded(grouped) <= padded(list(SeededShuffle(n, seed)))
+    if n <= 4 * bs:  # one window: exactly the padding of the fully sorted order
+        assert padded(grouped) == padded(sorted(range(n), key=lambda i: -lengths[i]))

@@ -73,7 +73,7 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
     # The prompt words are repeated so they beat the arithmetic text to the merge budget.
-    text = [_TOKENIZER_WORDS] * 20 + pretraining_corpus(1000, seed=0)
+    text = [_TOKENIZER_WORDS] * 20 + pretraining_corpus(1000, seed=0, facts_frac=0.3)
     for tag in TAGS:  # tags are added afterwards as whole tokens; keep them out of the merges
         text = [t.replace(tag, "") for t in text]
     tok.train_from_iterator(text, trainer=trainer)
@@ -243,18 +243,22 @@ def _random_expression(rng: random.Random, n_operands: int) -> tuple[str, list[s
     return items[0][1], steps, items[0][0]
 
 
-def pretraining_corpus(n: int, seed: int) -> list[str]:
+def pretraining_corpus(n: int, seed: int, facts_frac: float = 0.0) -> list[str]:
     """`n` synthetic arithmetic documents (no EOS; the trainer appends it). Deterministic per seed.
 
     Not Countdown: there is no number pool and no target. Two kinds of documents teach
     digits, operators, the `<think>`/`<answer>` tags and "a op b = c" step claims:
-      70% "Evaluate: (3 + 4) * 5\\n<think>3 + 4 = 7, 7 * 5 = 35</think>\\n<answer>35</answer>"
-      30% several plain facts, one "a op b = c" per line.
+      "Evaluate: (3 + 4) * 5\n<think>3 + 4 = 7, 7 * 5 = 35</think>\n<answer>35</answer>"
+      (1 - facts_frac of them), and several plain facts, one "a op b = c" per line.
+    Evaluation documents make the model copy operands out of its prompt, the skill
+    Countdown traces need most; facts do not. Measured on the student preset: after 1,200
+    steps on evaluation documents alone, SFT on Countdown traces reached in 200 steps the
+    loss (0.44) that a 70/30 mix of the two kinds, or random init, needed 1,000+ steps for.
     """
     rng = random.Random(seed)
     docs = []
     for _ in range(n):
-        if rng.random() < 0.7:
+        if rng.random() < 1 - facts_frac:
             expr, steps, value = _random_expression(rng, rng.randint(2, 5))
             docs.append(f"Evaluate: {expr}\n<think>{', '.join(steps)}</think>\n"
                         f"<answer>{value}</answer>")

@@ -37,6 +37,7 @@ SFT_DEFAULTS: dict[str, Any] = {
     "grad_clip": 1.0,  # global gradient-norm clip (0 or None = off)
     "seed": 0,  # init of new weights, dropout and the data shuffle
     "pack": False,  # concatenate examples into max_len blocks (no padding; pre-training)
+    "group_by_length": True,  # batches of similar lengths (less padding), in random order
     "time_budget_s": None,  # wall-clock cap: stop cleanly after the step that crosses it
     "log_every": 10,  # steps between console lines (dvclive gets every step)
 }
@@ -76,18 +77,27 @@ def check_config(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- data
-def encode(tokenizer, prompt: str, completion: str) -> tuple[list[int], int]:
+def encode(tokenizer, prompt: str, completion: str, end: bool = True) -> tuple[list[int], int]:
     """(input ids, number of prompt tokens) for prompt + completion + EOS.
 
     Prompt and completion are tokenized separately, exactly as the model sees them at
     sampling time (prompt tokenized alone, completion generated after it), so BPE merges
     never straddle the boundary. An empty prompt (pre-training) becomes one EOS token, the
-    document separator, so that the first real token is predicted too.
+    document separator, so that the first real token is predicted too. end=False: a partial
+    completion the model must go on from (no EOS target), e.g. InT's prefix + intervention.
     """
     eos = tokenizer.eos_token_id
     prompt_ids = tokenizer(prompt).input_ids if prompt else [eos]
-    return prompt_ids + tokenizer(completion, add_special_tokens=False).input_ids + [eos], \
+    tail = [eos] if end else []
+    return prompt_ids + tokenizer(completion, add_special_tokens=False).input_ids + tail, \
         len(prompt_ids)
+
+
+def example_row(tokenizer, prompt: str, completion: str, max_len: int | None = None,
+                end: bool = True) -> tuple[list[int], list[int]]:
+    """(input ids, completion mask) of one example, cut at max_len (None: uncut)."""
+    ids, n_prompt = encode(tokenizer, prompt, completion, end)
+    return ids[:max_len], ([0] * n_prompt + [1] * (len(ids) - n_prompt))[:max_len]
 
 
 class _Examples(torch.utils.data.Dataset):
@@ -104,11 +114,17 @@ class _Examples(torch.utils.data.Dataset):
 class SeededShuffle(Sampler[int]):
     """A fresh permutation per epoch from (seed, epoch): the only data-order randomness.
 
-    Stateless, so every process computes the same order and accelerate can shard it.
+    With `lengths`, batches are grouped by length: each window of `window` batches of the
+    permutation is sorted by length and cut into batches, and the batches are shuffled, so a
+    batch pads to a near-common length (traces of both styles: ~30% less compute) while
+    the batch order stays random. Stateless, so every process computes the same order and
+    accelerate can shard it.
     """
 
-    def __init__(self, n: int, seed: int):
+    def __init__(self, n: int, seed: int, lengths: list[int] | None = None,
+                 batch_size: int = 1, window: int = 64):
         self.n, self.seed, self.epoch = n, seed, 0
+        self.lengths, self.batch_size, self.window = lengths, batch_size, window
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -118,7 +134,21 @@ class SeededShuffle(Sampler[int]):
 
     def __iter__(self):
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        order = torch.randperm(self.n, generator=g).tolist()
+        if self.lengths is None:
+            return iter(order)
+        bs, span = self.batch_size, self.batch_size * self.window
+        batches = []
+        for start in range(0, self.n, span):
+            chunk = sorted(order[start:start + span], key=lambda i: -self.lengths[i])
+            batches += [chunk[j:j + bs] for j in range(0, len(chunk), bs)]
+        tail = [batches.pop()] if len(batches[-1]) < bs else []  # the short batch (shortest rows) stays last
+        shuffled = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
+        return iter([i for b in shuffled + tail for i in b])
+
+
+def pad_token_id(tokenizer) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 
 def collate(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
@@ -160,19 +190,12 @@ def _optimizer(model, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
 
 
-def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, Any],
-              live=None, stats: dict[str, Any] | None = None):
-    """Train `model` on (prompt, completion) pairs; returns the (unwrapped) trained model.
-
-    cfg: see SFT_DEFAULTS. live: a dvclive.Live (main process only) for per-step curves.
-    stats: an optional dict, filled with a summary (steps, tokens, losses, throughput).
-    """
-    cfg = check_config(cfg)
-    if not examples:
-        raise ValueError("no training examples")
+def setup_run(cfg: dict[str, Any]) -> Accelerator:
+    """The Accelerator of a training loop (a gloo group of CPU processes when there is no GPU),
+    with the cores shared between processes and every RNG seeded."""
     accelerator = Accelerator(cpu=_cpu_only(),
                               dataloader_config=DataLoaderConfiguration(split_batches=True))
-    n_proc, main = accelerator.num_processes, accelerator.is_main_process
+    n_proc = accelerator.num_processes
     if cfg["batch_size"] % n_proc:
         raise ValueError(f"batch_size {cfg['batch_size']} must be divisible by the "
                          f"{n_proc} processes")
@@ -180,9 +203,61 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, 
     if accelerator.device.type == "cpu" and torch.get_num_threads() * n_proc > cpu_count:
         torch.set_num_threads(max(1, cpu_count // n_proc))  # N processes share the cores
     set_seed(cfg["seed"])
+    return accelerator
 
-    full = [encode(tokenizer, p, c) for p, c in examples]
-    rows = [(ids, [0] * n + [1] * (len(ids) - n)) for ids, n in full]  # (ids, completion mask)
+
+def planned_steps(cfg: dict[str, Any], steps_per_epoch: int) -> int:
+    """Optimizer steps of a run: max_steps, epochs * steps_per_epoch, or the smaller of both."""
+    limits = [cfg["max_steps"], cfg["epochs"] and cfg["epochs"] * steps_per_epoch]
+    return min(s for s in limits if s)
+
+
+def make_scheduler(optimizer, cfg: dict[str, Any], total: int):
+    """Linear warm-up over `warmup_frac` of the steps, then cfg["schedule"]."""
+    return get_scheduler(SCHEDULES[cfg["schedule"]], optimizer,
+                         num_warmup_steps=round(cfg["warmup_frac"] * total),
+                         num_training_steps=total)
+
+
+def stop_reason(accelerator, cfg: dict[str, Any], step: int, total: int, t0: float) -> str | None:
+    """Why training stops after `step` (None: go on). Agreed by all processes."""
+    if step >= total:
+        return "max_steps" if cfg["max_steps"] == total else "epochs"
+    if cfg["time_budget_s"] is None:
+        return None
+    over = torch.tensor(float(time.time() - t0 > cfg["time_budget_s"]), device=accelerator.device)
+    if accelerator.num_processes > 1:  # every process must stop at the same step, or DDP hangs
+        over = accelerator.reduce(over, reduction="sum")
+    return "time_budget" if over.item() > 0 else None
+
+
+def window_means(curve: list[tuple[float, ...]]) -> tuple[list[float], list[float]]:
+    """Column means over the first and the last 10% of the steps: less noisy than one step."""
+    w = max(1, len(curve) // 10)
+
+    def mean(rows):
+        return [sum(col) / len(col) for col in zip(*rows)]
+
+    return mean(curve[:w]), mean(curve[-w:])
+
+
+def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, Any],
+              live=None, stats: dict[str, Any] | None = None):
+    """Train `model` on (prompt, completion) pairs; returns the (unwrapped) trained model.
+    A (prompt, completion, False) triple is a partial completion: trained without the EOS.
+
+    cfg: see SFT_DEFAULTS. live: a dvclive.Live (main process only) for per-step curves.
+    stats: an optional dict, filled with a summary (steps, tokens, losses, throughput).
+    """
+    cfg = check_config(cfg)
+    if not examples:
+        raise ValueError("no training examples")
+    accelerator = setup_run(cfg)
+    n_proc, main = accelerator.num_processes, accelerator.is_main_process
+
+    # (ids, completion mask); an optional third element False = a partial completion (no EOS)
+    rows = [example_row(tokenizer, ex[0], ex[1], end=ex[2] if len(ex) > 2 else True)
+            for ex in examples]
     n_cut = 0 if cfg["pack"] else sum(len(ids) > cfg["max_len"] for ids, _ in rows)
     if cfg["pack"]:  # one token stream cut into full blocks: no compute spent on padding
         ids = list(itertools.chain.from_iterable(r[0] for r in rows))
@@ -194,19 +269,17 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, 
     if not rows:
         raise ValueError(f"no completion token fits in max_len={cfg['max_len']} "
                          "(prompts too long, or too little text to pack one block)")
-    sampler = SeededShuffle(len(rows), cfg["seed"])
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    lengths = None if cfg["pack"] or not cfg["group_by_length"] else [len(r[0]) for r in rows]
+    sampler = SeededShuffle(len(rows), cfg["seed"], lengths, cfg["batch_size"])
+    pad_id = pad_token_id(tokenizer)
     loader = DataLoader(_Examples(rows), batch_size=cfg["batch_size"], sampler=sampler,
                         drop_last=len(rows) >= cfg["batch_size"],
                         collate_fn=lambda b: collate(b, pad_id))
     steps_per_epoch = len(loader)
-    limits = [cfg["max_steps"], cfg["epochs"] and cfg["epochs"] * steps_per_epoch]
-    total = min(s for s in limits if s)
+    total = planned_steps(cfg, steps_per_epoch)
 
     optimizer = _optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]))
-    scheduler = get_scheduler(SCHEDULES[cfg["schedule"]], optimizer,
-                              num_warmup_steps=round(cfg["warmup_frac"] * total),
-                              num_training_steps=total)
+    scheduler = make_scheduler(optimizer, cfg, total)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     if main:
         print(f"[train] {len(examples)} examples -> {len(rows)} rows "
@@ -252,34 +325,21 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, 
             if main and (step % cfg["log_every"] == 0 or step == total):
                 bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
 
-            if step >= total:
-                stop = "max_steps" if cfg["max_steps"] == total else "epochs"
-            elif cfg["time_budget_s"] is not None:
-                over = torch.tensor(float(time.time() - t0 > cfg["time_budget_s"]),
-                                    device=accelerator.device)
-                if n_proc > 1:  # every process must stop at the same step, or DDP hangs
-                    over = accelerator.reduce(over, reduction="sum")
-                if over.item() > 0:
-                    stop = "time_budget"
+            stop = stop_reason(accelerator, cfg, step, total, t0)
             if stop:
                 break
         epoch += 1
     bar.close()
     accelerator.wait_for_everyone()
     seconds = time.time() - t0
-    w = max(1, len(curve) // 10)  # first / final = means over 10% of the steps: less noisy
-
-    def mean(xs):
-        return sum(xs) / len(xs)
-
+    (loss_first, acc_first), (loss_final, acc_final) = window_means(curve)
     summary = {
         "steps": step, "planned_steps": total, "epochs": round(step / steps_per_epoch, 3),
         "stopped_by": stop, "examples": len(examples), "rows": len(rows), "examples_cut": n_cut,
         "completion_tokens": tokens, "tokens_processed": seen, "seconds": round(seconds, 2),
         "tokens_per_s": round(seen / max(seconds, 1e-9), 1), "processes": n_proc,
-        "loss_first": mean([c[0] for c in curve[:w]]), "loss_final": mean([c[0] for c in curve[-w:]]),
-        "token_acc_first": mean([c[1] for c in curve[:w]]),
-        "token_acc_final": mean([c[1] for c in curve[-w:]]),
+        "loss_first": loss_first, "loss_final": loss_final,
+        "token_acc_first": acc_first, "token_acc_final": acc_final,
     }
     if stats is not None:
         stats.update(summary)
@@ -290,6 +350,30 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, 
     model = accelerator.unwrap_model(model)
     model.eval()
     return model
+
+
+@torch.no_grad()
+def completion_metrics(model, tokenizer, examples: list[tuple[str, str]], max_len: int,
+                       batch_size: int) -> dict[str, float]:
+    """Completion NLL and token accuracy of `model` on held-out (prompt, completion) pairs,
+    token-weighted over all completion tokens, sequences cut at max_len as in training."""
+    pad_id = pad_token_id(tokenizer)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    nll = n = correct = 0.0
+    for i in range(0, len(examples), batch_size):
+        batch = collate([example_row(tokenizer, p, c, max_len)
+                         for p, c in examples[i:i + batch_size]], pad_id)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        out = completion_nll(model(input_ids=batch["input_ids"],
+                                   attention_mask=batch["attention_mask"], use_cache=False).logits,
+                             batch["input_ids"], batch["completion_mask"])
+        nll += out.loss.item() * out.n_tokens.item()
+        n += out.n_tokens.item()
+        correct += out.n_correct.item()
+    model.train(was_training)
+    return {"loss": nll / max(n, 1), "token_acc": correct / max(n, 1), "tokens": int(n)}
 
 
 # --------------------------------------------------------------------------- adapters

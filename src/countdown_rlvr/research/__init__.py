@@ -1,0 +1,23 @@
+"""The research stages' logic (SPEC §4; S0, S3): one small module per experiment.
+
+    diagnose       zero-signal diagnosis of the SFT policy (S0 §3.2, §5.1)
+    repair         feedback-conditioned repair under the six S0 conditions (S0 §3.3, Table 2)
+                   and the self-distillation data built from it (S0 §3.4)
+    interventions  single-step interventions with the solver as the oracle (S3 §4, Alg. 1)
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ..io import atomic_path
+
+
+def untrained(src: str | Path, dest: str | Path, curves: str) -> None:
+    """What a training step writes when it has no data to train on: the policy in `src`
+    saved unchanged as `dest` (atomically), so every later stage still finds its input, and
+    an empty dvclive/<curves>/plots/metrics, the curve dir dvc.yaml declares as an output."""
+    with atomic_path(dest) as tmp:
+        shutil.copytree(src, tmp)
+    Path(f"dvclive/{curves}/plots/metrics").mkdir(parents=True, exist_ok=True)

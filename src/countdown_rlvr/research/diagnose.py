@@ -1,0 +1,58 @@
+"""Zero-signal diagnosis (S0 §3.2, §5.1): how often does binary RLVR see no contrast?
+
+The samples are ordinary evaluation records (`evaluate.evaluate_policy`, split `test`), so
+the numbers come from `eval.summarize` like every policy's; this module only flattens them
+into S0's diagnostic row and pulls out the failed attempts that `repair` starts from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..eval import summarize
+
+FAILED_KEYS = ("attempt_id", "problem_id", "n_numbers", "numbers", "target", "sample",
+               "completion", "failure", "expression", "value")
+
+
+def diagnosis(records: pd.DataFrame, k: int) -> dict[str, Any]:
+    """S0's diagnostic of K samples per prompt, from test-split records of one seed.
+
+    Keys: k, n_problems, n_samples, pass@1, pass@k, avg_score (mean reward of the records),
+    all_fail, all_correct, zero_informative, reward_contrast, failures {code: count} (failed
+    samples only), n_failed_attempts, and per operand count n{m}: {n_problems, pass@1, pass@k}.
+    """
+    if records["seed"].nunique() != 1:
+        raise ValueError("diagnosis wants the K samples of one sampling seed per prompt")
+    summary = summarize(records, ks=sorted({1, k}), budgets=())
+    test, diag = summary["test"], summary["diagnostics"]
+    if test["samples_per_group"] != k:
+        raise ValueError(f"expected k={k} samples per prompt, found {test['samples_per_group']}")
+    failures = {code: n for code, n in summary["failures"].items() if code != "correct"}
+    by_size = {key: {"n_problems": v["n_problems"], "pass@1": v["pass@1"], "pass@k": v[f"pass@{k}"]}
+               for key, v in test.items() if key.startswith("n") and isinstance(v, dict)}
+    return {
+        "k": k, "n_problems": test["n_problems"], "n_samples": len(records),
+        "pass@1": test["pass@1"], "pass@k": test[f"pass@{k}"],
+        "avg_score": diag["avg_score"], "all_fail": diag["all_fail"],
+        "all_correct": diag["all_correct"], "zero_informative": diag["zero_informative"],
+        "reward_contrast": diag["reward_contrast"],
+        "failures": failures, "n_failed_attempts": int(sum(failures.values())),
+        **by_size,
+    }
+
+
+def failed_attempts(records: pd.DataFrame) -> list[dict[str, Any]]:
+    """The failed samples as repair inputs, in record order; `attempt_id` = problem_id/sample."""
+    failed = records[~records["correct"].astype(bool)]
+    rows = []
+    for r in failed.itertuples(index=False):
+        rows.append({
+            "attempt_id": f"{r.problem_id}/{int(r.sample)}", "problem_id": r.problem_id,
+            "n_numbers": int(r.n_numbers), "numbers": [int(x) for x in r.numbers],
+            "target": int(r.target), "sample": int(r.sample), "completion": r.completion,
+            "failure": r.failure, "expression": r.expression, "value": r.value,
+        })
+    return rows

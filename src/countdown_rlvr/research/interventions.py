@@ -1,0 +1,252 @@
+"""Single-step interventions with the solver as the oracle (S3 §4, Alg. 1).
+
+A failed trace is read as "a op b = c" steps (the verifier's own claim pattern, so both
+solver trace styles and malformed model text parse the same way). Only the final attempt
+counts: in the `search` style a dead end closed by "backtrack" is an error the model
+already corrected (S3: the first error "that itself is not corrected"), and the pool of
+numbers starts afresh after it. Walking the final attempt's steps, the remaining numbers
+are tracked; the first erroneous step is the first one that
+    - uses an operand that is not among the remaining numbers   (reason "operand"),
+    - claims a wrong result                                     (reason "arithmetic"),
+    - leaves numbers from which the target is unreachable       (reason "unreachable"),
+and if every step is sound but the attempt stops while several numbers remain (truncated,
+or it answered early), the missing next step is the error     (reason "missing").
+A trace whose steps end at exactly [target] has no step to fix (its answer is what failed):
+no intervention.
+
+The intervention replaces that step by a correct one: a step over the numbers before it
+that keeps the target reachable, i.e. the first step of some solver solution. Among those
+we prefer the smallest edit of the model's step (the same two operands), then a whole,
+non-negative result (as in the solver traces), then enumeration order; deterministic.
+
+    prefix        the completion text before the erroneous step (on-policy)
+    step          "a op b = c" (the oracle's single step)
+    prefix + step is what InT clones (S3 Table 1, "prefix, no suffix"), and what the policy
+                  continues from in the filter.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import combinations
+from typing import Any
+
+from ..sampling import generate
+from ..task import solve, solve_prompt, verify
+from ..task.solve import fmt
+from ..task.verify import _CLAIM  # the verifier's "a op b = c" claim pattern, reused as is
+from ..traces import solver_traces
+
+OPS = ("+", "-", "*", "/")
+# Where an attempt's steps begin: after "<think>" or after a "backtrack" (search style),
+# skipping the "try " that opens an attempt in the solver's search traces.
+_ATTEMPT = re.compile(r"(?:<think>|backtrack\.?)[ \t]*(?:try[ \t]+)?")
+
+
+@dataclass(frozen=True)
+class Step:
+    a: Fraction
+    op: str
+    b: Fraction
+    c: Fraction  # the claimed result
+    start: int  # character span of the claim in the completion
+    end: int
+
+    def text(self) -> str:
+        return f"{fmt(self.a)} {self.op} {fmt(self.b)} = {fmt(self.c)}"
+
+
+@dataclass(frozen=True)
+class Intervention:
+    index: int  # position of the replaced step in the final attempt (== len(steps): missing)
+    reason: str  # operand | arithmetic | unreachable | missing
+    prefix: str  # completion text before the intervention
+    step: str  # the oracle's replacement step, "a op b = c"
+    pool: tuple[str, ...]  # the numbers remaining before the step
+
+
+def apply_op(a: Fraction, op: str, b: Fraction) -> Fraction | None:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    return a / b if b else None
+
+
+def reachable(pool: Sequence[Fraction], target: int) -> bool:
+    """Can the target be made from exactly these numbers (each once)?"""
+    return bool(solve(sorted(Fraction(x) for x in pool), target))
+
+
+def reasoning_span(completion: str) -> int:
+    """End of the reasoning: `</think>`, else the last `<answer>`, else the whole text."""
+    i = completion.find("</think>")
+    if i >= 0:
+        return i
+    i = completion.rfind("<answer>")
+    return i if i >= 0 else len(completion)
+
+
+def final_attempt(completion: str) -> tuple[int, list[Step]]:
+    """(start offset, steps) of the last attempt in the reasoning."""
+    end = reasoning_span(completion)
+    text = completion[:end]
+    start = 0
+    for m in _ATTEMPT.finditer(text):
+        start = m.end()
+    steps = []
+    for m in _CLAIM.finditer(text, start):
+        a, op, b, c = m.groups()
+        steps.append(Step(Fraction(a), "*" if op in "×x" else op, Fraction(b), Fraction(c),
+                          m.start(), m.end()))
+    return start, steps
+
+
+def _take(pool: list[Fraction], a: Fraction, b: Fraction) -> list[Fraction] | None:
+    rest = list(pool)
+    for x in (a, b):
+        if x not in rest:
+            return None
+        rest.remove(x)
+    return rest
+
+
+def correct_step(pool: Sequence[Fraction], target: int, wrong: Step | None = None,
+                 latest: Fraction | None = None) -> tuple[Fraction, str, Fraction, Fraction] | None:
+    """A step over `pool` after which the target stays reachable (None if there is none).
+
+    Preference: the operands of the `wrong` step (in its order), then a whole non-negative
+    result, then enumeration order. `+` and `*` are tried once, with the `latest` result
+    first when it is an operand ("63 + 35", as a running total is written).
+    """
+    pool = [Fraction(x) for x in pool]
+    candidates = []
+    for n, (i, j) in enumerate(combinations(range(len(pool)), 2)):
+        x, y = pool[i], pool[j]
+        rest = [pool[m] for m in range(len(pool)) if m not in (i, j)]
+        if wrong is not None and (x, y) == (wrong.b, wrong.a) or y == latest:
+            x, y = y, x  # the model's own order first / the running total first
+        for (a, b), swapped in (((x, y), False), ((y, x), True)):
+            for op in OPS:
+                if swapped and op in "+*":
+                    continue  # commutative: one order is enough
+                c = apply_op(a, op, b)
+                if c is None or not reachable(rest + [c], target):
+                    continue
+                same = wrong is not None and sorted((a, b)) == sorted((wrong.a, wrong.b))
+                natural = c.denominator == 1 and c >= 0
+                candidates.append(((not same, not natural, n, swapped), (a, op, b, c)))
+    return min(candidates, key=lambda t: t[0])[1] if candidates else None
+
+
+def find_intervention(completion: str, numbers: Sequence[int], target: int) -> Intervention | None:
+    """The single-step intervention of a failed trace, or None (nothing to fix)."""
+    start, steps = final_attempt(completion)
+    pool = [Fraction(x) for x in numbers]
+    latest = None  # the result of the last sound step
+    for i, s in enumerate(steps):
+        rest = _take(pool, s.a, s.b)
+        if rest is None:
+            reason = "operand"
+        elif apply_op(s.a, s.op, s.b) != s.c:
+            reason = "arithmetic"
+        elif not reachable(rest + [s.c], target):
+            reason = "unreachable"
+        else:
+            pool, latest = rest + [s.c], s.c
+            continue
+        return _intervene(completion[:s.start], i, reason, pool, target, s, latest)
+    if len(pool) == 1:  # the steps reach [target]: the reasoning is sound, the answer is not
+        return None
+    if steps:  # sound so far, but it stopped early: the next step is missing
+        prefix = completion[:steps[-1].end] + ", "
+    else:  # no step at all in the final attempt: intervene where it begins
+        prefix = completion[:start] if start else "<think>"
+    return _intervene(prefix, len(steps), "missing", pool, target, None, latest)
+
+
+def _intervene(prefix: str, index: int, reason: str, pool: list[Fraction], target: int,
+               wrong: Step | None, latest: Fraction | None) -> Intervention | None:
+    step = correct_step(pool, target, wrong, latest)
+    if step is None:  # cannot happen from a solvable pool; kept for malformed inputs
+        return None
+    a, op, b, c = step
+    return Intervention(index, reason, prefix, f"{fmt(a)} {op} {fmt(b)} = {fmt(c)}",
+                        tuple(fmt(x) for x in pool))
+
+
+# --------------------------------------------------------------------------- the search
+def search_interventions(policy: tuple, problems: Sequence[dict], samples: dict[str, list[dict]],
+                         n_continuations: int, traces_per_problem: int, sampler: dict[str, Any],
+                         seed: int, style: str, batch_size: int, backend: str = "hf",
+                         progress: bool = True) -> list[dict[str, Any]]:
+    """Interventions on the unsolved problems, each with its continuations (S3 Alg. 1 plus
+    the filter of S3 Table 1).
+
+    samples: problem_id -> that problem's sample records (every one failed). The first
+    `traces_per_problem` failed traces that yield an intervention are used. Each gets
+    `n_continuations` samples from prompt + prefix + step; `kept` = one of them verifies
+    (the full text prefix + step + continuation is judged). One row per intervention.
+    """
+    rows = []
+    for p in problems:
+        found = 0
+        for r in samples[p["id"]]:
+            if found >= traces_per_problem:
+                break
+            iv = find_intervention(r["completion"], p["numbers"], p["target"])
+            if iv is None:
+                continue
+            found += 1
+            rows.append({"problem_id": p["id"], "numbers": list(p["numbers"]),
+                         "target": int(p["target"]), "sample": int(r["sample"]),
+                         "completion": r["completion"], "index": iv.index, "reason": iv.reason,
+                         "prefix": iv.prefix, "step": iv.step, "pool": list(iv.pool)})
+    if not rows:
+        return rows
+    by_id = {p["id"]: p for p in problems}
+    prompts = [solve_prompt(r["numbers"], r["target"], style) + r["prefix"] + r["step"]
+               for r in rows]
+    out = generate(policy, prompts, n_continuations, sampler, seed, backend=backend,
+                   batch_size=batch_size, progress=progress)
+    for r, conts in zip(rows, out):
+        p = by_id[r["problem_id"]]
+        ok = [verify(r["prefix"] + r["step"] + c.text, p["numbers"], p["target"]).correct
+              for c in conts]
+        r["continuations_correct"] = int(sum(ok))
+        r["kept"] = any(ok)
+        r["continuation"] = next((c.text for c, good in zip(conts, ok) if good), conts[0].text)
+    return rows
+
+
+# --------------------------------------------------------------------------- stage helpers
+def solved_counts(records) -> dict[str, int]:
+    """Correct samples per problem_id, from evaluation records."""
+    return {pid: int(c) for pid, c in records.groupby("problem_id")["correct"].sum().items()}
+
+
+def patch_examples(rows: Sequence[dict], style: str, use_filter: bool = True) -> list[tuple]:
+    """InT's SFT data (S3 §4.2): (prompt, prefix + intervention step, no EOS) per intervention
+    kept by the filter (all of them with use_filter=False, S3 Table 1 "no filter"). The loss
+    covers the on-policy prefix and the oracle step, not the continuation, and no end of text:
+    the model must go on after the step."""
+    return [(solve_prompt(r["numbers"], r["target"], style), r["prefix"] + r["step"], False)
+            for r in rows if r["kept"] or not use_filter]
+
+
+def solver_examples(problems: Sequence[dict], style: str, styles: Sequence[str],
+                    seed: int) -> list[tuple[str, str]]:
+    """The full-solution baseline: one verified solver trace per problem (styles rotated)."""
+    rng = random.Random(seed)
+    out = []
+    for i, p in enumerate(problems):
+        prompt = solve_prompt(p["numbers"], p["target"], style)
+        out += [(r["prompt"], r["completion"])
+                for r in solver_traces(p, prompt, tuple(styles), 1, rng, offset=i)]
+    return out

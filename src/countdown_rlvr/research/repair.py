@@ -1,0 +1,260 @@
+"""Feedback-conditioned repair of failed attempts (S0 §3.3, Table 2) and the
+self-distillation data built from the successful repairs (S0 §3.4).
+
+Conditions (DVC-safe key -> S0 name; texts from `task.prompts.feedback`):
+    F1 generic | F2 error-class | F3 localized | F4 targeted (WRONG_TARGET only; other
+    failures back off to F3) | Fshuf = F-shuffled (the F3 text of *another* attempt, a
+    seeded derangement) | R = R-resample (a fresh attempt: no previous attempt, no feedback).
+
+Repair prompt layout. `chat` style: S0 Table 1's repair wrapper verbatim (REPAIR_WRAPPER).
+`tiny` style: the model's own prompt, then the failed attempt and the feedback on one
+line each, then the model writes a fresh completion:
+
+    Numbers: 3 5 7 Target: 22\\n
+    Previous attempt: <think>3 + 5 = 8, 8 * 7 = 56</think>\\n<answer>(3 + 5) * 7</answer>\\n
+    Feedback: Your expression evaluates to 56, but the target is 22.\\n
+    -> completion "<think>...</think>\\n<answer>...</answer>"
+
+("Previous attempt:" and "Feedback:" are words the tiny tokenizer has merges for.)
+R-resample is the plain solve prompt for `tiny` (the tiny model cannot read an instruction;
+the control is a second sample with the same budget) and S0's "solve prompt plus
+R_RESAMPLE" for `chat`. Every condition gets `k` samples per attempt from the same sampling
+seed and batch layout, so outcomes are paired attempt by attempt (McNemar vs R-resample).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io import atomic_path
+from ..sampling import generate
+from ..stats import mcnemar
+from ..task import feedback, solve_prompt, verify
+from ..task.prompts import R_RESAMPLE
+
+# DVC-safe condition key -> S0 condition name (task.prompts.FEEDBACK_CONDITIONS)
+CONDITIONS: dict[str, str] = {"F1": "F1", "F2": "F2", "F3": "F3", "F4": "F4",
+                              "Fshuf": "F-shuffled", "R": "R-resample"}
+RESAMPLE = "R"
+REPAIR_WRAPPER = (  # S0 Table 1, "Repair wrapper"
+    "Problem: Numbers: {numbers}. Target: {target}. Previous attempt: {completion}. "
+    "Verifier feedback: {feedback}. Revise the solution. Use each provided number exactly "
+    "once. Put the final expression inside <answer>...</answer>."
+)
+TINY_REPAIR = "Previous attempt: {completion}\nFeedback: {feedback}\n"
+
+REPAIRS_SCHEMA = pa.schema([
+    ("condition", pa.string()), ("attempt_id", pa.string()), ("problem_id", pa.string()),
+    ("n_numbers", pa.int64()), ("numbers", pa.list_(pa.int64())), ("target", pa.int64()),
+    ("original_failure", pa.string()),  # the failed attempt's verifier code
+    ("feedback", pa.string()),  # the condition's feedback text, null for R-resample
+    ("feedback_tokens", pa.int64()),
+    ("prompt", pa.string()), ("sample", pa.int64()), ("completion", pa.string()),
+    ("correct", pa.bool_()), ("failure", pa.string()), ("n_tokens", pa.int64()),
+    ("finish_reason", pa.string()),
+])
+
+
+def check_conditions(conditions: Sequence[str]) -> list[str]:
+    bad = [c for c in conditions if c not in CONDITIONS]
+    if bad or not conditions:
+        raise ValueError(f"unknown repair condition(s) {bad or '(none given)'}; valid: "
+                         f"{', '.join(CONDITIONS)}")
+    if RESAMPLE not in conditions:
+        raise ValueError(f"the conditions must include the control {RESAMPLE} (R-resample): "
+                         "every condition is compared against it")
+    return list(conditions)
+
+
+# --------------------------------------------------------------------------- attempts
+def select_attempts(failed: Sequence[dict], n: int, seed: int) -> list[dict]:
+    """A seeded subset of `n` failed attempts: one per problem first (in a shuffled problem
+    order), then a second per problem, and so on, so the set covers as many problems as
+    possible. Fewer than `n` exist -> all of them (still in that order)."""
+    rng = random.Random(seed)
+    by_problem: dict[str, list[dict]] = {}
+    for a in failed:
+        by_problem.setdefault(a["problem_id"], []).append(a)
+    problems = sorted(by_problem)
+    rng.shuffle(problems)
+    for p in problems:
+        rng.shuffle(by_problem[p])
+    out: list[dict] = []
+    for rnd in range(max((len(v) for v in by_problem.values()), default=0)):
+        for p in problems:
+            if len(out) < n and rnd < len(by_problem[p]):
+                out.append(by_problem[p][rnd])
+    return out
+
+
+def derangement(groups: Sequence[Any], rng: random.Random) -> list[int]:
+    """A seeded permutation src with src[i] != i for every i, and groups[src[i]] != groups[i]
+    whenever that is possible (no group holds more than half the items): F-shuffled feedback
+    then always comes from another problem.
+
+    Construction: shuffle the groups and their members, lay them out group after group,
+    and map each position to the one m places further on (cyclically), m = the largest
+    group's size. A group spans at most m consecutive places, so the item m places on
+    belongs to another group as long as m <= n / 2; and 0 < m < n is never a fixed point.
+    """
+    n = len(groups)
+    if n < 2:
+        raise ValueError("F-shuffled needs at least two attempts to shuffle feedback between")
+    members: dict[Any, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    order_groups = sorted(members, key=str)
+    rng.shuffle(order_groups)
+    order = []
+    for g in order_groups:
+        idx = members[g][:]
+        rng.shuffle(idx)
+        order += idx
+    m = max(len(v) for v in members.values())
+    shift = m if m < n else 1  # one group only: any cycle will do
+    src = [0] * n
+    for pos, i in enumerate(order):
+        src[i] = order[(pos + shift) % n]
+    return src
+
+
+def attempt_verdicts(attempts: Sequence[dict]):
+    """Re-verify each stored attempt: the full Verdict (reused / omitted numbers, parser
+    message) feeds the F2-F4 texts; the stored failure code must agree."""
+    out = []
+    for a in attempts:
+        v = verify(a["completion"], a["numbers"], a["target"])
+        if v.correct or v.failure != a["failure"]:
+            raise ValueError(f"attempt {a['attempt_id']} re-verifies as {v.failure}, not its "
+                             f"stored {a['failure']}; re-run `dvc repro diagnose`")
+        out.append(v)
+    return out
+
+
+def condition_feedback(attempts: Sequence[dict], condition: str, seed: int) -> list[str | None]:
+    """The feedback text of `condition` for each attempt (None for R-resample)."""
+    name = CONDITIONS[condition]
+    if condition == RESAMPLE:
+        return [None] * len(attempts)
+    verdicts = attempt_verdicts(attempts)
+    if condition == "Fshuf":
+        f3 = [feedback("F3", v, a["numbers"], a["target"]) for a, v in zip(attempts, verdicts)]
+        src = derangement([a["problem_id"] for a in attempts], random.Random(seed))
+        return [feedback(name, v, a["numbers"], a["target"], shuffled_from=f3[s])
+                for a, v, s in zip(attempts, verdicts, src)]
+    return [feedback(name, v, a["numbers"], a["target"]) for a, v in zip(attempts, verdicts)]
+
+
+def repair_prompt(attempt: dict, feedback_text: str | None, style: str) -> str:
+    """The prompt of one repair sample; `feedback_text` None = R-resample (fresh attempt)."""
+    numbers, target = attempt["numbers"], attempt["target"]
+    if feedback_text is None:
+        plain = solve_prompt(numbers, target, style)
+        return plain if style == "tiny" else f"{plain} {R_RESAMPLE}"
+    if style == "chat":
+        return REPAIR_WRAPPER.format(numbers=", ".join(map(str, numbers)), target=target,
+                                     completion=attempt["completion"], feedback=feedback_text)
+    return solve_prompt(numbers, target, style) + TINY_REPAIR.format(
+        completion=attempt["completion"], feedback=feedback_text)
+
+
+# --------------------------------------------------------------------------- running
+def run_repairs(policy: tuple, attempts: Sequence[dict], conditions: Sequence[str], k: int,
+                sampler: dict[str, Any], seed: int, style: str, batch_size: int,
+                backend: str = "hf", progress: bool = True) -> pd.DataFrame:
+    """`k` samples per attempt under every condition; one row per sample (REPAIRS_SCHEMA).
+
+    policy: a loaded (model, tokenizer) pair. Each condition is sampled with the same `seed`
+    and `batch_size`, so attempt i meets the same sampling seed in every condition.
+    """
+    _, tok = policy
+    rows = []
+    for cond in check_conditions(conditions):
+        texts = condition_feedback(attempts, cond, seed)
+        prompts = [repair_prompt(a, t, style) for a, t in zip(attempts, texts)]
+        if progress:
+            print(f"  repair {cond}: {len(attempts)} attempts x {k} samples", flush=True)
+        out = generate(policy, prompts, k, sampler, seed, backend=backend,
+                       batch_size=batch_size, progress=progress)
+        for a, text, prompt, samples in zip(attempts, texts, prompts, out):
+            n_fb = 0 if text is None else len(tok(text, add_special_tokens=False).input_ids)
+            for j, s in enumerate(samples):
+                v = verify(s.text, a["numbers"], a["target"])
+                rows.append({
+                    "condition": cond, "attempt_id": a["attempt_id"], "problem_id": a["problem_id"],
+                    "n_numbers": int(a["n_numbers"]), "numbers": list(a["numbers"]),
+                    "target": int(a["target"]), "original_failure": a["failure"],
+                    "feedback": text, "feedback_tokens": n_fb, "prompt": prompt, "sample": j,
+                    "completion": s.text, "correct": bool(v.correct), "failure": v.failure,
+                    "n_tokens": int(s.n_tokens), "finish_reason": s.finish_reason,
+                })
+    return pa.Table.from_pylist(rows, schema=REPAIRS_SCHEMA).to_pandas()
+
+
+def write_repairs(df: pd.DataFrame, dest) -> None:
+    table = pa.Table.from_pandas(df[REPAIRS_SCHEMA.names], schema=REPAIRS_SCHEMA,
+                                 preserve_index=False)
+    with atomic_path(dest) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_repairs(path) -> pd.DataFrame:
+    return pq.read_table(path).to_pandas()
+
+
+# --------------------------------------------------------------------------- metrics
+def repaired(repairs: pd.DataFrame, condition: str) -> pd.Series:
+    """Per attempt (sorted attempt_id): did any of its k samples under `condition` verify?"""
+    part = repairs[repairs["condition"] == condition]
+    return part.groupby("attempt_id")["correct"].any().sort_index()
+
+
+def repair_metrics(repairs: pd.DataFrame, exact: bool = True) -> dict[str, Any]:
+    """S0 Table 2 per condition, plus McNemar of each condition against R-resample.
+
+    success_rate = successes / n with n attempts and successes = attempts repaired by one of
+    their k samples (k = 1 is S0's protocol); sample_success_rate over samples.
+    new_error_rate: S0 reports it without a formula; we count the samples that fail with a
+    failure code other than the attempt's original one (a new kind of error), over all
+    samples of the condition. feedback_tokens: mean tokens of the feedback text per attempt
+    (0 for R-resample, which has none, as in S0 Table 2).
+    mcnemar_vs_resample: b = repaired here and not by R, c = the reverse, on the same attempts.
+    """
+    conds = [c for c in CONDITIONS if c in set(repairs["condition"])]
+    base = repaired(repairs, RESAMPLE) if RESAMPLE in conds else None
+    out: dict[str, Any] = {}
+    for cond in conds:
+        part = repairs[repairs["condition"] == cond]
+        ok = repaired(repairs, cond)
+        new_err = (~part["correct"]) & (part["failure"] != part["original_failure"])
+        entry = {
+            "label": CONDITIONS[cond], "n": len(ok), "successes": int(ok.sum()),
+            "success_rate": float(ok.mean()), "samples": len(part),
+            "sample_success_rate": float(part["correct"].mean()),
+            "new_error_rate": float(new_err.mean()),
+            "feedback_tokens": float(part.groupby("attempt_id")["feedback_tokens"].first().mean()),
+        }
+        if base is not None:
+            a, b = ok.align(base, join="inner")
+            res = mcnemar(a.to_numpy(), b.to_numpy(), exact=exact)
+            entry["mcnemar_vs_resample"] = {"b": res.b, "c": res.c, "statistic": res.statistic,
+                                            "pvalue": res.pvalue}
+        out[cond] = entry
+    return out
+
+
+# --------------------------------------------------------------------------- distillation
+def distill_examples(repairs: pd.DataFrame, condition: str, style: str) -> list[tuple[str, str]]:
+    """(plain solve prompt, successful repaired completion) pairs of one condition: the
+    no-feedback training data of S0 §3.4. Exact duplicates are kept once (record order)."""
+    part = repairs[(repairs["condition"] == condition) & repairs["correct"].astype(bool)]
+    pairs = [(solve_prompt([int(x) for x in np.asarray(r.numbers)], int(r.target), style),
+              r.completion) for r in part.itertuples(index=False)]
+    return list(dict.fromkeys(pairs))

@@ -1,0 +1,196 @@
+"""IPO on preference pairs (S1 §3.1.3): the squared-residual objective on length-normalised
+log-probs, with the optional RPO/NLL anchor on the chosen response.
+
+The policy and a frozen reference (the SFT policy) score the same (prompt, chosen) and
+(prompt, rejected) sequences; the reference's scores never change, so they are computed
+once, without grad, before training. Everything else (accelerate, seeded shuffle, AdamW,
+warm-up + schedule, clipping, the stop rule) is train_sft's machinery: the loop runs the
+same under `python` and `accelerate launch --num_processes N` (batch_size = pairs per
+global step).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from ..logprobs import sequence_logprobs
+from .losses import ipo_loss
+from .sft import (
+    SeededShuffle,
+    _Examples,
+    _optimizer,
+    check_config,
+    collate,
+    example_row,
+    make_scheduler,
+    pad_token_id,
+    planned_steps,
+    setup_run,
+    stop_reason,
+    window_means,
+)
+
+# IPO's own cfg keys (the rest are train_sft's, see SFT_DEFAULTS; `pack` does not apply).
+IPO_DEFAULTS: dict[str, Any] = {
+    "beta": 0.1,  # S1: target margin 1/(2 beta) = 5 nats per token (length-normalised)
+    "rpo_alpha": 0.0,  # weight of the chosen-response NLL anchor (S1: 0.1)
+}
+# per-step curves, in the order of the `counts` the loop sums over processes
+CURVES = ("loss", "ipo", "margin", "pref_acc", "chosen_reward", "rejected_reward", "chosen_nll")
+
+
+def ipo_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """cfg with defaults filled in; ValueError naming the fix for a bad key or value."""
+    out = {**IPO_DEFAULTS, **check_config({k: v for k, v in cfg.items() if k not in IPO_DEFAULTS}),
+           **{k: cfg[k] for k in IPO_DEFAULTS if k in cfg}}
+    if out["pack"]:
+        raise ValueError("`pack` does not apply to preference pairs; remove it")
+    if not (isinstance(out["beta"], (int, float)) and out["beta"] > 0):
+        raise ValueError(f"`beta` must be > 0, got {out['beta']!r}")
+    if not (isinstance(out["rpo_alpha"], (int, float)) and out["rpo_alpha"] >= 0):
+        raise ValueError(f"`rpo_alpha` must be >= 0, got {out['rpo_alpha']!r}")
+    return out
+
+
+def pair_rows(tokenizer, pairs: list[dict], max_len: int) -> list[tuple[tuple, tuple]]:
+    """((chosen ids, mask), (rejected ids, mask)) per pair, cut at max_len; a pair whose
+    chosen or rejected completion does not fit at all is dropped (nothing to compare)."""
+    rows = [(example_row(tokenizer, p["prompt"], p["chosen"], max_len),
+             example_row(tokenizer, p["prompt"], p["rejected"], max_len)) for p in pairs]
+    return [r for r in rows if any(r[0][1][1:]) and any(r[1][1][1:])]
+
+
+def collate_pairs(items: list[tuple], pad_id: int) -> dict[str, torch.Tensor]:
+    """One padded batch of 2B rows, chosen and rejected interleaved (c0, r0, c1, r1, ...), and
+    `ref` [B, 2]. Interleaved, so that any split of the batch along dim 0 (accelerate's
+    dispatch mode) hands each process whole pairs, matching its slice of `ref`."""
+    batch = collate([row for it in items for row in it[:2]], pad_id)
+    batch["ref"] = torch.tensor([it[2] for it in items], dtype=torch.float32)
+    return batch
+
+
+def _mean_logprobs(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return sequence_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                             batch["completion_mask"]).mean
+
+
+@torch.no_grad()
+def pair_logprobs(model, rows: list[tuple[tuple, tuple]], pad_id: int,
+                  batch_size: int) -> list[tuple[float, float]]:
+    """(chosen, rejected) length-normalised log-probs of every pair under `model`, no grad."""
+    device = next(model.parameters()).device
+    out = []
+    for i in range(0, len(rows), batch_size):
+        batch = collate_pairs([(c, r, (0.0, 0.0)) for c, r in rows[i:i + batch_size]], pad_id)
+        lp = _mean_logprobs(model, {k: v.to(device) for k, v in batch.items()})
+        out += [tuple(pair) for pair in lp.view(-1, 2).tolist()]
+    return out
+
+
+def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: dict[str, Any],
+              live=None, stats: dict[str, Any] | None = None):
+    """IPO-train `model` against the frozen `ref_model`; returns the (unwrapped) trained model.
+
+    pairs: rows with `prompt`, `chosen`, `rejected` (data/pairs/pairs.jsonl). cfg: IPO_DEFAULTS
+    plus train_sft's keys. live: dvclive.Live (main process) for per-step curves.
+    stats: optional dict filled with a summary (steps, curves' first / final values, timing).
+    """
+    cfg = ipo_config(cfg)
+    if not pairs:
+        raise ValueError("no preference pairs")
+    accelerator = setup_run(cfg)
+    n_proc, main = accelerator.num_processes, accelerator.is_main_process
+    pad_id = pad_token_id(tokenizer)
+    rows = pair_rows(tokenizer, pairs, cfg["max_len"])
+    if not rows:
+        raise ValueError(f"no pair has a chosen and a rejected token within max_len={cfg['max_len']}")
+    # every process scores all pairs: cheap next to training, and no gather needed
+    ref = pair_logprobs(ref_model.to(accelerator.device), rows, pad_id, cfg["batch_size"])
+    items = [(c, r, lp) for (c, r), lp in zip(rows, ref)]
+
+    sampler = SeededShuffle(len(items), cfg["seed"])
+    loader = DataLoader(_Examples(items), batch_size=cfg["batch_size"], sampler=sampler,
+                        drop_last=len(items) >= cfg["batch_size"],
+                        collate_fn=lambda b: collate_pairs(b, pad_id))
+    steps_per_epoch = len(loader)
+    total = planned_steps(cfg, steps_per_epoch)
+    optimizer = _optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]))
+    scheduler = make_scheduler(optimizer, cfg, total)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    if main:
+        print(f"[ipo] {len(pairs)} pairs -> {len(rows)} within max_len={cfg['max_len']}, "
+              f"{total} steps of {cfg['batch_size']} pairs on {n_proc} process(es), "
+              f"beta={cfg['beta']} (target margin {1 / (2 * cfg['beta']):g}), "
+              f"rpo_alpha={cfg['rpo_alpha']}", flush=True)
+
+    model.train()
+    t0, step, epoch, stop, seen = time.time(), 0, 0, None, 0
+    curve: list[tuple[float, ...]] = []
+    bar = tqdm(total=total, disable=not main, desc="ipo", mininterval=5)
+    while stop is None:
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            lp = _mean_logprobs(model, batch).view(-1, 2)  # B x [chosen, rejected]
+            out = ipo_loss(lp[:, 0], lp[:, 1], batch["ref"][:, 0], batch["ref"][:, 1],
+                           beta=float(cfg["beta"]), rpo_alpha=float(cfg["rpo_alpha"]))
+            accelerator.backward(out.loss.mean())
+            grad_norm = (accelerator.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+                         if cfg["grad_clip"] else torch.tensor(float("nan")))
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+
+            # sums over this process's pairs, then over processes; / n = means per pair
+            with torch.no_grad():
+                counts = torch.stack([
+                    out.loss.sum(), out.ipo.sum(), out.margin.sum(), (out.margin > 0).sum(),
+                    out.chosen_reward.sum(), out.rejected_reward.sum(), -lp[:, 0].sum(),
+                    torch.tensor(len(lp), device=lp.device),
+                    batch["attention_mask"].sum()]).float()
+            if n_proc > 1:
+                counts = accelerator.reduce(counts, reduction="sum")
+            means = (counts[:-2] / counts[-2]).tolist()
+            seen += int(counts[-1])
+            curve.append(tuple(means))
+            if live is not None and main:
+                for name, value in zip(CURVES, means):
+                    live.log_metric(f"train/{name}", value)
+                live.log_metric("train/lr", scheduler.get_last_lr()[0])
+                live.log_metric("train/grad_norm", float(grad_norm))
+                live.next_step()
+            bar.update(1)
+            if main and (step % cfg["log_every"] == 0 or step == total):
+                bar.set_postfix(loss=f"{means[0]:.3f}", margin=f"{means[2]:.3f}",
+                                acc=f"{means[3]:.2f}")
+            stop = stop_reason(accelerator, cfg, step, total, t0)
+            if stop:
+                break
+        epoch += 1
+    bar.close()
+    accelerator.wait_for_everyone()
+    seconds = time.time() - t0
+    first, final = window_means(curve)
+    summary = {
+        "steps": step, "planned_steps": total, "epochs": round(step / steps_per_epoch, 3),
+        "stopped_by": stop, "pairs": len(pairs), "pairs_used": len(rows),
+        "tokens_processed": seen, "seconds": round(seconds, 2),
+        "tokens_per_s": round(seen / max(seconds, 1e-9), 1), "processes": n_proc,
+        **{f"{name}_first": v for name, v in zip(CURVES, first)},
+        **{f"{name}_final": v for name, v in zip(CURVES, final)},
+    }
+    if stats is not None:
+        stats.update(summary)
+    if main:
+        print(f"[ipo] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
+              f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, margin "
+              f"{summary['margin_first']:.3f} -> {summary['margin_final']:.3f}, pref acc "
+              f"{summary['pref_acc_final']:.2f} (stopped by {stop})", flush=True)
+    model = accelerator.unwrap_model(model)
+    model.eval()
+    return model

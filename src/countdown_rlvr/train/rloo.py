@@ -1,0 +1,509 @@
+"""On-policy training: RLOO (S4 eq. 3, S1 §3.1.4) and on-policy distillation (S4 §3.3, Alg. 1).
+
+One step (`train_rloo`):
+  1. take `prompts_per_step` train problems (a seeded shuffle, or S1 Alg. 1's success-gated
+     curriculum over (operand count, target bin) tiers);
+  2. sample `group_size` completions per prompt from the current policy, keeping the sampler's
+     per-token log-probs (the behaviour policy mu);
+  3. score them with the verifier and `reward`; leave-one-out advantages per group;
+  4. loss = rl_coef * RLOO policy gradient (clipped IS weight pi/mu per rollout)
+            + kl_coef * k3 KL(pi || ref) - entropy_coef * H(pi)
+            [+ distill_coef * forward KL(teacher^(1/T) || student^(1/T))  with a teacher: OPD]
+     on the response tokens, then one AdamW step per `ppo_epochs`.
+
+With `ppo_epochs: 1` (the default) the policy that is updated is the one that sampled, so the
+IS weight is 1 up to numerical noise; it departs from 1 on further epochs over the same batch,
+or when the sampler truncates (top-k / top-p / temperature != 1: mu is then the processed
+distribution, see `sampling`).
+
+Runs under `python` and `accelerate launch --num_processes N`: every process samples its own
+share of each step's prompts (prompts_per_step must divide evenly), DDP averages gradients, and
+the diagnostics are reduced over processes before the main process logs them. Deterministic on
+CPU for a fixed seed and process count.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from tqdm.auto import tqdm
+
+from ..io import StageError, read_jsonl, require_inputs, write_json
+from ..logprobs import token_entropy, token_logprobs
+from ..model import n_parameters
+from ..sampling import derive_seed, generate, sampler_params
+from ..task import get_reward, solve_prompt, verify
+from ..traces import STRATEGY_HINTS, strategy_prompt
+from .losses import (
+    LOSS_AGGREGATIONS,
+    clipped_is_weight,
+    forward_kl,
+    rloo_advantages,
+    rloo_policy_loss,
+)
+from .sft import _optimizer, is_main_process, pad_token_id, setup_run
+
+# cfg keys of train_rloo and their defaults (S4 Table 5 where it has a value; None = required).
+RLOO_DEFAULTS: dict[str, Any] = {
+    "reward": "binary",  # binary | format | shaped (task.REWARDS)
+    "steps": None,  # optimizer steps (one batch of rollouts each, times ppo_epochs)
+    "lr": None,  # AdamW learning rate, constant (S4: 1e-5 for a 0.5B model)
+    "group_size": 8,  # rollouts per prompt (G); S1: fewer than 8 flat-lines the LOO baseline
+    "prompts_per_step": 8,  # prompts per step (S4: 128)
+    "kl_coef": 0.001,  # Schulman k3 KL to the reference policy; 0 = no reference forward
+    "is_clip": 10.0,  # clip of the per-rollout importance weight pi / mu (S4: 10)
+    "entropy_coef": 0.001,  # entropy bonus (S4 RLOO / OPD 0.001, anti-collapse 0.01)
+    "loss_agg": "sum",  # sum: sequence log-prob as in S4 eq. 3 | mean: per-token mean per sequence
+    "rl_coef": 1.0,  # lambda_RL: weight of the RLOO policy-gradient term (S4 OPD: 0.5)
+    "ppo_epochs": 1,  # updates per batch of rollouts (>1 makes the IS weight matter)
+    "micro_batch": None,  # sequences per forward/backward (gradient accumulation); null = all
+    "weight_decay": 0.0,  # AdamW decay on weight matrices (S4: 1e-4)
+    "grad_clip": 1.0,  # global gradient-norm clip (0 / null = off)
+    "seed": 0,  # problem order, sampling seeds, initial RNG
+    "curriculum": False,  # S1 Alg. 1: success-gated tiers of (operand count, target bin)
+    "curriculum_target_bins": 2,  # target-magnitude bins per operand count
+    "curriculum_window": 4,  # steps of rollout accuracy averaged before a tier unlocks (W)
+    "curriculum_threshold": 0.3,  # windowed pass rate that unlocks the next tier (tau)
+    "sampler": {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 128},
+    "gen_batch_size": 64,  # sequences per generate call (part of the sampling seed)
+    "log_every": 10,  # steps between console lines (dvclive gets every step)
+}
+# Keys that only make sense with a teacher (on-policy distillation, S4 §3.3).
+OPD_DEFAULTS: dict[str, Any] = {
+    "distill_coef": 0.5,  # lambda_KL: weight of the forward KL to the teacher
+    "distill_temperature": 1.0,  # T: both distributions softened by 1/T (anti-collapse: 1.3)
+    "teacher_strategy": None,  # null: the teacher scores the student's prompt | direct | search hint
+}
+REQUIRED = ("steps", "lr")
+# Per-step diagnostics (dvclive `train/<name>`; metrics JSON `<name>_first` / `<name>_final`).
+DIAGNOSTICS = ("reward_mean", "reward_std", "zero_std_frac", "advantage_std", "response_len",
+               "kl", "entropy", "is_weight_mean", "is_clip_frac", "pass_rate", "forward_kl",
+               "loss", "grad_norm", "curriculum_level")
+
+
+# --------------------------------------------------------------------------- config
+def check_rloo_config(cfg: dict[str, Any], teacher: bool = False) -> dict[str, Any]:
+    """cfg with defaults filled in; ValueError naming the fix for unknown / missing / bad keys."""
+    defaults = {**RLOO_DEFAULTS, **(OPD_DEFAULTS if teacher else {})}
+    unknown = sorted(set(cfg) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; valid: {', '.join(defaults)}")
+    missing = [k for k in REQUIRED if cfg.get(k) is None]
+    if missing:
+        raise ValueError(f"missing {missing}")
+    out = {**defaults, **cfg}
+    out["sampler"] = {**RLOO_DEFAULTS["sampler"], **(cfg.get("sampler") or {})}
+    get_reward(out["reward"])  # ValueError listing the valid rewards
+    sampler_params(out["sampler"])  # ValueError naming the bad sampler key / value
+    for key in ("steps", "group_size", "prompts_per_step", "ppo_epochs", "gen_batch_size",
+                "log_every", "curriculum_target_bins", "curriculum_window"):
+        if not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 1):
+            raise ValueError(f"`{key}` must be a positive integer, got {out[key]!r}")
+    if out["group_size"] < 2:
+        raise ValueError(f"`group_size` must be >= 2 (leave-one-out baseline), got {out['group_size']}")
+    if out["micro_batch"] is not None and not (isinstance(out["micro_batch"], int) and out["micro_batch"] >= 1):
+        raise ValueError(f"`micro_batch` must be a positive integer or null, got {out['micro_batch']!r}")
+    if out["loss_agg"] not in LOSS_AGGREGATIONS:
+        raise ValueError(f"unknown loss_agg {out['loss_agg']!r}; valid: {', '.join(LOSS_AGGREGATIONS)}")
+    if not float(out["lr"]) > 0:
+        raise ValueError(f"`lr` must be > 0, got {out['lr']}")
+    if not float(out["is_clip"]) > 0:
+        raise ValueError(f"`is_clip` must be > 0, got {out['is_clip']}")
+    for key in ("kl_coef", "entropy_coef", "rl_coef", "weight_decay", *(["distill_coef"] if teacher else [])):
+        if float(out[key]) < 0:
+            raise ValueError(f"`{key}` must be >= 0, got {out[key]}")
+    if not 0 <= float(out["curriculum_threshold"]) <= 1:
+        raise ValueError(f"`curriculum_threshold` must be in [0, 1], got {out['curriculum_threshold']}")
+    if out["curriculum"] not in (True, False):
+        raise ValueError(f"`curriculum` must be true or false, got {out['curriculum']!r}")
+    if teacher:
+        if not float(out["distill_temperature"]) > 0:
+            raise ValueError(f"`distill_temperature` must be > 0, got {out['distill_temperature']}")
+        if out["teacher_strategy"] is not None and out["teacher_strategy"] not in STRATEGY_HINTS:
+            raise ValueError(f"unknown teacher_strategy {out['teacher_strategy']!r}; valid: null, "
+                             f"{', '.join(STRATEGY_HINTS)}")
+    return out
+
+
+def rloo_config(stage: str, sec: dict[str, Any], *, teacher: bool = False,
+                extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The train_rloo config of a params section whose own keys (`extra_keys`: n_problems,
+    the adapter keys, ...) are set aside; StageError naming the fix, before any model is loaded."""
+    valid = [*extra_keys, *RLOO_DEFAULTS, *(OPD_DEFAULTS if teacher else {})]
+    unknown = sorted(set(sec) - set(valid))
+    if unknown:
+        raise StageError(stage, f"params.yaml `{stage}` has unknown keys {unknown}; valid: "
+                                f"{', '.join(valid)}")
+    try:
+        return check_rloo_config({k: v for k, v in sec.items() if k not in extra_keys},
+                                 teacher=teacher)
+    except ValueError as exc:
+        raise StageError(stage, f"{exc} (fix the `{stage}:` section of params.yaml)") from exc
+
+
+# --------------------------------------------------------------------------- problem order
+def curriculum_tiers(problems: list[dict], target_bins: int) -> list[list[int]]:
+    """S1 Alg. 1 tiers: problem indices by operand count, then target magnitude (equal-count
+    bins within each operand count), easiest first. Empty tiers are dropped."""
+    tiers = []
+    for n in sorted({len(p["numbers"]) for p in problems}):
+        idx = sorted((i for i, p in enumerate(problems) if len(p["numbers"]) == n),
+                     key=lambda i: (problems[i]["target"], i))
+        size = math.ceil(len(idx) / target_bins)
+        tiers += [idx[k:k + size] for k in range(0, len(idx), size)]
+    return tiers
+
+
+class Curriculum:
+    """Success-gated difficulty curriculum (S1 Alg. 1): batches are drawn uniformly from the
+    unlocked tiers T_0..T_level; the next tier unlocks once the mean rollout accuracy of the
+    last `window` steps reaches `threshold` (then the window restarts)."""
+
+    def __init__(self, tiers: list[list[int]], window: int, threshold: float):
+        self.tiers, self.threshold, self.level = tiers, threshold, 0
+        self.window: deque[float] = deque(maxlen=window)
+
+    def pool(self) -> list[int]:
+        return [i for tier in self.tiers[:self.level + 1] for i in tier]
+
+    def update(self, accuracy: float) -> bool:
+        """Record one step's rollout accuracy; True when a new tier was unlocked."""
+        self.window.append(accuracy)
+        full = len(self.window) == self.window.maxlen
+        if full and sum(self.window) / len(self.window) >= self.threshold \
+                and self.level < len(self.tiers) - 1:
+            self.level += 1
+            self.window.clear()
+            return True
+        return False
+
+
+def step_problems(n: int, k: int, step: int, seed: int, pool: list[int] | None = None) -> list[int]:
+    """The `k` problem indices of a step. Without a pool: consecutive slices of a stream of
+    seeded permutations (every problem once per epoch). With a pool (curriculum): a uniform
+    sample of it, seeded by (seed, step)."""
+    if pool is not None:
+        return random.Random(derive_seed(seed, step, 1)).sample(pool, min(k, len(pool)))
+    out = []
+    for pos in range(step * k, step * k + k):
+        epoch, i = divmod(pos, n)
+        perm = list(range(n))
+        random.Random(derive_seed(seed, epoch, 0)).shuffle(perm)
+        out.append(perm[i])
+    return out
+
+
+# --------------------------------------------------------------------------- batches
+def pack(prompts: list[list[int]], completions: list[list[int]], pad_id: int):
+    """(input_ids, attention_mask, P): rows [pad.. | prompt | completion | ..pad], every
+    completion starting at column P, the layout of `generate` (left-padded prompts).
+
+    Aligning completions at one column makes the logits of the response tokens one slice,
+    [:, P-1:-1], for the student and for a teacher that sees a different prompt."""
+    P, C = max(map(len, prompts)), max(map(len, completions))
+    ids = torch.full((len(prompts), P + C), pad_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for b, (p, c) in enumerate(zip(prompts, completions)):
+        ids[b, P - len(p):P] = torch.tensor(p, dtype=torch.long)
+        ids[b, P:P + len(c)] = torch.tensor(c, dtype=torch.long)
+        attn[b, P - len(p):P + len(c)] = 1
+    return ids, attn, P
+
+
+def completion_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, start: int):
+    """Logits [B, C, V] whose [:, t] predicts input_ids[:, start + t] (only these are computed:
+    `logits_to_keep` skips the prompt). Position ids follow the attention mask, as in `generate`."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+    keep = input_ids.shape[1] - start + 1
+    return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                 logits_to_keep=keep, use_cache=False).logits[:, :-1]
+
+
+class Rollouts(NamedTuple):
+    """One step's rollouts as tensors: rows [pad.. | prompt | completion | ..pad] (see `pack`)."""
+    input_ids: torch.Tensor  # [B, P + C]
+    attention_mask: torch.Tensor  # [B, P + C]
+    start: int  # P: the column of every completion's first token
+    mask: torch.Tensor  # [B, C] float, 1 on completion tokens (EOS included)
+    sampler_logp: torch.Tensor  # [B, C] log mu(token) as the sampler drew it, 0 on padding
+    teacher: tuple | None  # (input_ids, attention_mask, start) with the teacher's prompts
+
+
+def pack_rollouts(tok, prompts: list[str], samples: list[list], device,
+                  teacher_prompts: list[str] | None = None) -> Rollouts:
+    """Rollouts of `samples` (per prompt, a group of `sampling.Sample`s), prompt-major."""
+    G, pad_id = len(samples[0]), pad_token_id(tok)
+    flat = [s for group in samples for s in group]
+    completions = [s.token_ids for s in flat]  # the sampled ids, never re-tokenized text
+
+    def rows(texts):
+        ids, attn, start = pack([ids for ids in tok(texts).input_ids for _ in range(G)],
+                                completions, pad_id)
+        return ids.to(device), attn.to(device), start
+
+    input_ids, attn, start = rows(prompts)
+    sampler_logp = torch.zeros(attn[:, start:].shape, device=device)
+    for b, s in enumerate(flat):
+        sampler_logp[b, :len(s.logprobs)] = torch.tensor(s.logprobs)
+    return Rollouts(input_ids, attn, start, attn[:, start:].float(), sampler_logp,
+                    rows(teacher_prompts) if teacher_prompts is not None else None)
+
+
+class _Sums:
+    """Weighted sums of the diagnostics of one step, reduced over micro-batches and processes."""
+
+    def __init__(self):
+        self.v: dict[str, list[float]] = {}
+
+    def add(self, name: str, total: float, weight: float) -> None:
+        s = self.v.setdefault(name, [0.0, 0.0])
+        s[0] += float(total)
+        s[1] += float(weight)
+
+    def reduce(self, accelerator) -> dict[str, list[float]]:
+        if accelerator.num_processes == 1:
+            return self.v
+        names = sorted(self.v)
+        t = torch.tensor([self.v[n] for n in names], dtype=torch.float64, device=accelerator.device)
+        t = accelerator.reduce(t, reduction="sum").cpu().tolist()
+        return dict(zip(names, t))
+
+    def means(self, accelerator) -> dict[str, float]:
+        """Weighted means over every process; advantage_std from the pooled sums."""
+        tot = self.reduce(accelerator)
+        row = {k: s / max(w, 1e-12) for k, (s, w) in tot.items() if k not in ("adv_sum", "adv_sq")}
+        (s1, n), s2 = tot["adv_sum"], tot["adv_sq"][0]
+        row["advantage_std"] = math.sqrt(max(s2 - s1 * s1 / n, 0.0) / max(n - 1, 1))
+        return row
+
+
+def group_sums(rewards: torch.Tensor, correct: torch.Tensor, adv: torch.Tensor,
+               mask: torch.Tensor) -> _Sums:
+    """The reward-side diagnostics of rewards [P, G] (S1 §3.1.4: evidence of (non-)collapse)."""
+    sums, (P, G) = _Sums(), rewards.shape
+    sums.add("reward_mean", rewards.sum(), P * G)
+    sums.add("reward_std", rewards.std(dim=1, correction=0).sum(), P)  # within-group
+    sums.add("zero_std_frac", (rewards == rewards[:, :1]).all(dim=1).float().sum(), P)
+    sums.add("adv_sum", adv.sum(), P * G)
+    sums.add("adv_sq", (adv ** 2).sum(), P * G)
+    sums.add("response_len", mask.sum(), P * G)
+    sums.add("pass_rate", correct.sum(), P * G)
+    return sums
+
+
+def _loss(model, ro: Rollouts, c: slice, adv: torch.Tensor, ref_logp, teacher, cfg: dict,
+          sums: _Sums) -> torch.Tensor:
+    """The loss of the rollouts `c` (S4 eq. 3 / eq. 4, Alg. 1 lines 4-9), as a mean per sequence."""
+    m, targets = ro.mask[c], ro.input_ids[c, ro.start:]
+    logits = completion_logits(model, ro.input_ids[c], ro.attention_mask[c], ro.start)
+    logp = token_logprobs(logits, targets) * m  # raw (T = 1) policy log-probs, with grad
+    ent = token_entropy(logits if cfg["entropy_coef"] > 0 else logits.detach())
+    w = clipped_is_weight(logp.sum(-1), ro.sampler_logp[c].sum(-1), float(cfg["is_clip"]))
+    # lambda_RL scales the policy-gradient term only: applied to the advantages, so that
+    # the KL and entropy coefficients keep their meaning
+    loss, st = rloo_policy_loss(
+        logp, m, adv[c] * float(cfg["rl_coef"]), is_weight=w.weight,
+        ref_logp=None if ref_logp is None else ref_logp[c], entropy=ent,
+        kl_coef=float(cfg["kl_coef"]), entropy_coef=float(cfg["entropy_coef"]), agg=cfg["loss_agg"])
+    n_tok, n_seq = m.sum().item(), c.stop - c.start
+    if teacher is not None:
+        t_ids, t_attn, t_start = ro.teacher
+        with torch.no_grad():
+            t_logits = completion_logits(teacher, t_ids[c], t_attn[c], t_start)
+        fkl = forward_kl(t_logits, logits, m, float(cfg["distill_temperature"])).sum() / max(n_tok, 1)
+        loss = loss + float(cfg["distill_coef"]) * fkl
+        sums.add("forward_kl", fkl.item() * n_tok, n_tok)
+    sums.add("loss", loss.item() * n_seq, n_seq)
+    sums.add("entropy", st["entropy"] * n_tok, n_tok)
+    if ref_logp is not None:
+        sums.add("kl", st["kl"] * n_tok, n_tok)
+    sums.add("is_weight_mean", w.mean_raw.item() * n_seq, n_seq)  # unclipped: off-policyness
+    sums.add("is_clip_frac", w.clip_frac.item() * n_seq, n_seq)
+    return loss
+
+
+# --------------------------------------------------------------------------- training
+def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_model=None,
+               teacher=None, prompt_style: str = "tiny", live=None,
+               stats: dict[str, Any] | None = None):
+    """RLOO on `problems` (dicts with `numbers` and `target`); OPD when `teacher` is given.
+
+    model: the policy to train (full model or peft adapter); ref_model: frozen reference for the
+    k3 KL (used only when kl_coef > 0); teacher: frozen teacher sharing the tokenizer family
+    (its logits are cut to the shared vocabulary). cfg: RLOO_DEFAULTS (+ OPD_DEFAULTS with a
+    teacher). live: dvclive.Live (main process) for `train/<diagnostic>` curves. stats: filled
+    with first / final (mean over the first / last 10% of steps) of every diagnostic, steps,
+    seconds. Returns the trained (unwrapped) model in eval mode.
+    """
+    cfg = check_rloo_config(cfg, teacher=teacher is not None)
+    reward_fn = get_reward(cfg["reward"])
+    if not problems:
+        raise ValueError("no training problems")
+    if cfg["kl_coef"] > 0 and ref_model is None:
+        raise ValueError("kl_coef > 0 needs a ref_model (e.g. train.run.frozen_copy of the init policy)")
+    # the prompts of a step are the batch that processes split (each samples its share)
+    accelerator = setup_run({"batch_size": cfg["prompts_per_step"], "seed": cfg["seed"]})
+    n_proc, rank, main = accelerator.num_processes, accelerator.process_index, accelerator.is_main_process
+    device, kind = accelerator.device, "OPD" if teacher is not None else "RLOO"
+
+    G, K, seed = cfg["group_size"], cfg["prompts_per_step"], cfg["seed"]
+    ref_model = ref_model if cfg["kl_coef"] > 0 else None  # kl_coef 0: no reference forward
+    for m in (ref_model, teacher):
+        if m is not None:
+            m.to(device).eval().requires_grad_(False)
+    curriculum = (Curriculum(curriculum_tiers(problems, cfg["curriculum_target_bins"]),
+                             cfg["curriculum_window"], float(cfg["curriculum_threshold"]))
+                  if cfg["curriculum"] else None)
+    optimizer = _optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]))
+    model, optimizer = accelerator.prepare(model, optimizer)
+    policy = accelerator.unwrap_model(model)  # the sampler's view of the live weights
+    if main:
+        print(f"[{kind}] {len(problems)} problems, {cfg['steps']} steps of {K} prompts x {G} "
+              f"rollouts, reward {cfg['reward']}, on {n_proc} process(es)", flush=True)
+
+    t0, gen_s, upd_s, gen_tokens = time.time(), 0.0, 0.0, 0
+    curve: list[dict[str, float]] = []
+    bar = tqdm(total=cfg["steps"], disable=not main, desc=kind.lower(), mininterval=5)
+    model.train()
+    for step in range(cfg["steps"]):
+        # ---- Alg. 1 lines 1-2: this process's prompts, G rollouts each, rewards, advantages
+        pool = curriculum.pool() if curriculum else None
+        local = [problems[i] for i in step_problems(len(problems), K, step, seed, pool)][rank::n_proc]
+        prompts = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in local]
+        tg = time.time()
+        samples = generate((policy, tok), prompts, n=G, sampler=cfg["sampler"],
+                           seed=derive_seed(seed, step, rank), return_logprobs=True,
+                           batch_size=cfg["gen_batch_size"], progress=False)
+        gen_s, tu = gen_s + time.time() - tg, time.time()
+        gen_tokens += sum(s.n_tokens for group in samples for s in group)
+        verdicts = [[verify(s.text, p["numbers"], p["target"]) for s in group]
+                    for p, group in zip(local, samples)]
+        rewards = torch.tensor([[reward_fn(v, p["target"]) for v in vs]
+                                for p, vs in zip(local, verdicts)], dtype=torch.float32)
+        correct = torch.tensor([[float(v.correct) for v in vs] for vs in verdicts])
+        adv = rloo_advantages(rewards).flatten().to(device)  # [B], prompt-major
+        t_prompts = None
+        if teacher is not None:
+            hint = cfg["teacher_strategy"]
+            t_prompts = prompts if hint is None else [strategy_prompt(p, hint) for p in prompts]
+        ro = pack_rollouts(tok, prompts, samples, device, t_prompts)
+        sums = group_sums(rewards, correct, adv.cpu(), ro.mask.cpu())
+
+        # ---- lines 3-11: ppo_epochs updates on this batch, micro-batched
+        B = len(adv)
+        mb = cfg["micro_batch"] or B
+        chunks = [slice(i, min(i + mb, B)) for i in range(0, B, mb)]
+        ref_logp = None
+        if ref_model is not None:  # the reference is fixed within a step: one forward, no grad
+            with torch.no_grad():
+                ref_logp = torch.cat([token_logprobs(
+                    completion_logits(ref_model, ro.input_ids[c], ro.attention_mask[c], ro.start),
+                    ro.input_ids[c, ro.start:]) for c in chunks]) * ro.mask
+        for _ in range(cfg["ppo_epochs"]):
+            for c in chunks:  # micro-batch losses are per-sequence means: weight to the batch mean
+                loss = _loss(model, ro, c, adv, ref_logp, teacher, cfg, sums)
+                accelerator.backward(loss * ((c.stop - c.start) / B))
+            if cfg["grad_clip"]:
+                gn = accelerator.clip_grad_norm_(model.parameters(), float(cfg["grad_clip"]))
+                sums.add("grad_norm", float(gn), 1)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        upd_s += time.time() - tu
+
+        # ---- diagnostics, over every process
+        row = sums.means(accelerator)
+        if curriculum:
+            row["curriculum_level"] = float(curriculum.level)
+            curriculum.update(row["pass_rate"])  # the same value on every process: same level
+        curve.append(row)
+        if live is not None and main:
+            for k in DIAGNOSTICS:
+                if k in row:
+                    live.log_metric(f"train/{k}", row[k])
+            live.next_step()
+        bar.update(1)
+        if main and ((step + 1) % cfg["log_every"] == 0 or step + 1 == cfg["steps"]):
+            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", pass_rate=f"{row['pass_rate']:.3f}",
+                            zero_std=f"{row['zero_std_frac']:.2f}")
+    bar.close()
+    accelerator.wait_for_everyone()
+    seconds = time.time() - t0
+    summary: dict[str, Any] = {
+        "steps": len(curve), "seconds": round(seconds, 2), "generate_seconds": round(gen_s, 2),
+        "update_seconds": round(upd_s, 2), "processes": n_proc,
+        "rollouts": len(curve) * K * G, "generated_tokens": gen_tokens * n_proc,  # approx. on N > 1
+        "generated_tokens_per_s": round(gen_tokens * n_proc / max(gen_s, 1e-9), 1),
+        **first_final(curve),
+    }
+    if stats is not None:
+        stats.update(summary)
+    if main:
+        print(f"[{kind}] {len(curve)} steps in {seconds:.1f}s (generate {gen_s:.1f}s), reward "
+              f"{summary['reward_mean_first']:.3f} -> {summary['reward_mean_final']:.3f}, pass rate "
+              f"{summary['pass_rate_first']:.3f} -> {summary['pass_rate_final']:.3f}, zero-std "
+              f"groups {summary['zero_std_frac_final']:.2f}", flush=True)
+    model = accelerator.unwrap_model(model)
+    model.eval()
+    return model
+
+
+def first_final(curve: list[dict[str, float]]) -> dict[str, float | None]:
+    """`<name>_first` / `<name>_final`: means over the first / last 10% of the steps (less noisy
+    than one step) of every diagnostic; None for one not logged at every step (e.g. no KL)."""
+    w, out = max(1, len(curve) // 10), {}
+    for k in DIAGNOSTICS:
+        vals = [r[k] for r in curve if k in r]
+        full = bool(vals) and len(vals) == len(curve)
+        out[f"{k}_first"] = sum(vals[:w]) / w if full else None
+        out[f"{k}_final"] = sum(vals[-w:]) / w if full else None
+    return out
+
+
+# --------------------------------------------------------------------------- stage side
+TIMING_KEYS = ("seconds", "generate_seconds", "update_seconds", "processes", "generated_tokens",
+               "generated_tokens_per_s")
+
+
+def first_problems(stage: str, path: str | Path, n: int | None) -> list[dict]:
+    """The first `n` problems of a problems file (all when null): the generator already
+    shuffled them, so the first N are a seeded random subset."""
+    if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        raise StageError(stage, f"{stage}.n_problems must be a positive integer or null, got {n!r}")
+    require_inputs(stage, path)
+    return read_jsonl(path)[:n]
+
+
+def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: dict[str, Any],
+                    out_dir: str | Path, *, ref_model=None, teacher=None, prompt_style: str = "tiny",
+                    extra_metrics: dict[str, Any] | None = None):
+    """train_rloo with dvclive/<stage> curves, save the policy atomically to `out_dir`, and
+    write reports/metrics/<stage>.json (reproducible numbers) and reports/timings/<stage>.json."""
+    from .run import open_live, save_policy
+
+    live = open_live(stage)
+    stats: dict[str, Any] = {}
+    model = train_rloo(model, tok, problems, cfg, ref_model=ref_model, teacher=teacher,
+                       prompt_style=prompt_style, live=live, stats=stats)
+    if not is_main_process():
+        return model
+    save_policy(model, tok, out_dir)
+    live.end()
+    diag = {k: (None if v is None else round(v, 6)) for k, v in stats.items()
+            if k.endswith(("_first", "_final"))}
+    metrics = {
+        **(extra_metrics or {}),
+        "reward": cfg["reward"], "steps": stats["steps"], "rollouts": stats["rollouts"],
+        "group_size": cfg["group_size"], "prompts_per_step": cfg["prompts_per_step"],
+        "n_problems": len(problems), "n_params": n_parameters(model), **diag,
+    }
+    write_json(f"reports/metrics/{stage}.json", metrics)
+    write_json(f"reports/timings/{stage}.json", {k: stats[k] for k in TIMING_KEYS})
+    print(f"[{stage}] wrote {out_dir}, reports/metrics/{stage}.json, reports/timings/{stage}.json, "
+          f"dvclive/{stage} ({stats['steps']} steps, {stats['seconds']:.0f} s)")
+    return model

@@ -1,0 +1,65 @@
+"""Stages `opd` and `opd_ac`: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
+
+    python stages/opd.py opd      student from the SFT policy -> data/models/opd
+    python stages/opd.py opd_ac   anti-collapse variant, warm-started from data/models/opd
+                                  (S4: only lambda_H x10 and T = 1.3 differ) -> data/models/opd_ac
+
+The student samples G rollouts per prompt; the loss on its response tokens is
+lambda_KL * KL(teacher^(1/T) || student^(1/T)) (forward KL over the shared vocabulary)
++ lambda_RL * RLOO term - lambda_H * entropy (params `<variant>.distill_coef / rl_coef /
+entropy_coef / distill_temperature`). Teacher and student must share a tokenizer.
+
+Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <variant>`.
+"""
+
+import sys
+
+from countdown_rlvr.evaluate import policy_ref
+from countdown_rlvr.io import StageError, load_params, require_inputs, section
+from countdown_rlvr.model import load_model
+from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, rloo_config
+from countdown_rlvr.train.run import ADAPTER_DEFAULTS, frozen_copy, init_policy
+
+TEACHER, TRAIN = "data/models/teacher", "data/problems/train.jsonl"
+# variant -> (init policy, output dir)
+VARIANTS = {"opd": ("data/models/sft", "data/models/opd"),
+            "opd_ac": ("data/models/opd", "data/models/opd_ac")}
+EXTRA = ("n_problems", *ADAPTER_DEFAULTS)
+
+
+def load_teacher(stage: str, student_tok):
+    """The frozen teacher; its tokenizer must be the student's (token-level KL, S4 §3.3)."""
+    ref = policy_ref(TEACHER)
+    teacher, t_tok = load_model(ref.base, ref.adapter)
+    if t_tok.get_vocab() != student_tok.get_vocab():
+        raise StageError(stage, f"the teacher ({ref.base}) and the student use different "
+                                "tokenizers; on-policy distillation compares token distributions, "
+                                "so pick a teacher of the student's tokenizer family (teacher.base)")
+    return teacher.eval().requires_grad_(False)
+
+
+def main() -> None:
+    stage = sys.argv[1] if len(sys.argv) == 2 else None
+    if stage not in VARIANTS:
+        raise StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}}")
+    init, out = VARIANTS[stage]
+    params = load_params()
+    sec = section(params, stage, required=("steps", "lr", "distill_coef", "distill_temperature"))
+    cfg = rloo_config(stage, sec, teacher=True, extra_keys=EXTRA)  # fails before any model loads
+    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    require_inputs(stage, init, TEACHER)
+    problems = first_problems(stage, TRAIN, sec.get("n_problems"))
+    model, tok = init_policy(stage, init, sec)
+    teacher = load_teacher(stage, tok)
+    ref = frozen_copy(init) if cfg["kl_coef"] > 0 else None
+    fit_rl_and_save(stage, model, tok, problems, cfg, out, ref_model=ref, teacher=teacher,
+                    prompt_style=style, extra_metrics={
+                        "init": init, "teacher": TEACHER,
+                        "adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"]),
+                        "distill_coef": cfg["distill_coef"], "rl_coef": cfg["rl_coef"],
+                        "entropy_coef": cfg["entropy_coef"],
+                        "distill_temperature": cfg["distill_temperature"]})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Stage `repair` (S0 §3.3, Table 2): a fixed, seeded set of failed SFT attempts, each
+repaired under all six conditions (F1, F2, F3, F4, F-shuffled, R-resample) with the same
+sampling budget and seed; success, new-error rate and feedback length per condition, and
+McNemar of each condition against R-resample on the matched attempts.
+
+Prompt layout: see countdown_rlvr.research.repair. Writes data/repair/repairs.parquet (every
+repair sample: the input of `distill`), reports/metrics/repair.json, reports/timings/repair.json.
+"""
+
+import time
+
+from countdown_rlvr.evaluate import policy_ref
+from countdown_rlvr.io import (
+    StageError,
+    load_params,
+    read_jsonl,
+    require_inputs,
+    section,
+    write_json,
+)
+from countdown_rlvr.model import load_model
+from countdown_rlvr.research.repair import (
+    check_conditions,
+    repair_metrics,
+    run_repairs,
+    select_attempts,
+    write_repairs,
+)
+
+POLICY, FAILED, OUT = "data/models/sft", "data/diagnose/failed.jsonl", "data/repair/repairs.parquet"
+SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
+
+
+def main() -> None:
+    params = load_params()
+    r = section(params, "repair", required=("n_attempts", "k", "seed", "conditions", "batch_size"))
+    sampler = section(params, "sampler", required=SAMPLER_KEYS)
+    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    try:
+        conditions = check_conditions(r["conditions"])
+    except ValueError as exc:
+        raise StageError("repair", f"repair.conditions: {exc}") from exc
+    for key in ("n_attempts", "k", "batch_size"):
+        if not (isinstance(r[key], int) and r[key] >= 1):
+            raise StageError("repair", f"repair.{key} must be a positive integer, got {r[key]!r}")
+    require_inputs("repair", POLICY, FAILED)
+    failed = read_jsonl(FAILED)
+    attempts = select_attempts(failed, r["n_attempts"], r["seed"])
+    if len(attempts) < 2:
+        raise StageError("repair", f"only {len(attempts)} failed attempt(s) in {FAILED}; repair "
+                                   "needs at least 2 (raise diagnose.k or problems.n_test)")
+    if len(attempts) < r["n_attempts"]:
+        print(f"[repair] warning: {len(failed)} failed attempts exist; using all "
+              f"{len(attempts)} instead of repair.n_attempts={r['n_attempts']}")
+
+    t0 = time.time()
+    ref = policy_ref(POLICY)
+    policy = load_model(ref.base, ref.adapter)
+    print(f"[repair] {len(attempts)} attempts ({len({a['problem_id'] for a in attempts})} problems)"
+          f" x {len(conditions)} conditions x {r['k']} samples", flush=True)
+    repairs = run_repairs(policy, attempts, conditions, r["k"], sampler, r["seed"], style,
+                          r["batch_size"], backend=sampler["backend"])
+    per_cond = repair_metrics(repairs)
+    write_repairs(repairs, OUT)
+    write_json("reports/metrics/repair.json", {
+        "n_attempts": len(attempts), "n_problems": len({a["problem_id"] for a in attempts}),
+        "k": r["k"], "conditions": per_cond})
+    write_json("reports/timings/repair.json", {"seconds": round(time.time() - t0, 2),
+                                               "samples": len(repairs)})
+    for cond, m in per_cond.items():
+        mc = m["mcnemar_vs_resample"]
+        print(f"[repair] {cond:6s} success {m['success_rate']:.4f} ({m['successes']}/{m['n']}), "
+              f"new error {m['new_error_rate']:.4f}, feedback {m['feedback_tokens']:.1f} tokens, "
+              f"vs R: b={mc['b']} c={mc['c']} p={mc['pvalue']:.3g}")
+    print(f"[repair] wrote {OUT} ({len(repairs)} samples), reports/metrics/repair.json")
+
+
+if __name__ == "__main__":
+    main()

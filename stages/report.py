@@ -1,0 +1,47 @@
+"""Stage `report`: figures in reports/figures/ and reports/report.md, from the metrics
+files (reports/metrics/) and dvclive curves (dvclive/) only (SPEC §7)."""
+
+import time
+
+from countdown_rlvr.io import StageError, load_params, section, write_json
+from countdown_rlvr.report import (
+    IPO_SOURCES,
+    REPAIR,
+    MissingInputs,
+    render_report,
+    report_policies,
+)
+
+REPORT_KEYS = ("require_all", "reference", "best_of_n_policy", "dpi")
+
+
+def main() -> None:
+    params = load_params()
+    r = section(params, "report", required=REPORT_KEYS)
+    policies = list(section(params, "evaluate", required=("policies",))["policies"] or {})
+    # what this run trains; the seeds' full sets when those stages are not configured
+    ipo_sources = list((params.get("ipo") or {}).get("sources") or IPO_SOURCES)
+    distill = list((params.get("distill") or {}).get("conditions") or REPAIR)
+    known = report_policies(policies, ipo_sources, distill)
+    for key in ("reference", "best_of_n_policy"):
+        if (r[key] is not None or key == "reference") and r[key] not in known:
+            raise StageError("report", f"`report.{key}` {r[key]!r} is not a policy; use one of "
+                             f"{known} (or add it to `evaluate.policies`)")
+    t0 = time.time()
+    try:
+        inp = render_report("reports/metrics", "dvclive", "reports/report.md", "reports/figures",
+                            configured=policies, ipo_sources=ipo_sources, distill=distill,
+                            require_all=bool(r["require_all"]), reference=r["reference"],
+                            best_of_n_policy=r["best_of_n_policy"], dpi=int(r["dpi"]))
+    except MissingInputs as exc:
+        stages = sorted(set(exc.missing.values()))
+        raise StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "
+                         "is evaluated once it is in `evaluate.policies`), or set "
+                         "`report.require_all: false` to render them as 'not run'") from exc
+    write_json("reports/timings/report.json", {"seconds": round(time.time() - t0, 2)})
+    note = f" ({len(inp.missing)} inputs missing, marked 'not run')" if inp.missing else ""
+    print(f"[report] wrote reports/report.md and reports/figures/{note}")
+
+
+if __name__ == "__main__":
+    main()

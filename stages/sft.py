@@ -1,0 +1,42 @@
+"""Stage `sft`: the student policy, fine-tuned from the base on the deduplicated verified
+traces (completion-only loss, S4 eq. 1). `sft.adapter: lora | dora` saves a peft adapter
+whose recorded base is data/models/base; `full` (the tiny default, SPEC §3) a whole model.
+The student sees the plain prompt (no strategy hint: that is the teacher's interface).
+
+Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py`.
+"""
+
+import json
+from pathlib import Path
+
+from countdown_rlvr.io import load_params, read_jsonl, require_inputs, section, write_json
+from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
+from countdown_rlvr.train.sft import completion_metrics, is_main_process
+
+TRAIN, VAL, BASE, OUT = "data/sft/train.jsonl", "data/sft/val.jsonl", "data/models/base", "data/models/sft"
+METRICS = Path("reports/metrics/sft.json")
+
+
+def main() -> None:
+    sec = section(load_params(), "sft", required=("lr", "batch_size", "max_len"))
+    cfg = training_config("sft", sec, extra_keys=tuple(ADAPTER_DEFAULTS))  # fail before any work
+    require_inputs("sft", TRAIN, VAL, BASE)
+    train = [(r["prompt"], r["completion"]) for r in read_jsonl(TRAIN)]
+    val = [(r["prompt"], r["completion"]) for r in read_jsonl(VAL)]
+    model, tok = init_policy("sft", BASE, sec)
+    model = fit_and_save("sft", model, tok, train, cfg, OUT,
+                         {"adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"])})
+    if not is_main_process():
+        return
+    # held-out completion NLL after training: what train loss alone cannot show (overfitting)
+    v = completion_metrics(model, tok, val, cfg["max_len"], cfg["batch_size"])
+    metrics = {**json.loads(METRICS.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
+               "val_loss": round(v["loss"], 4) if val else None,
+               "val_token_acc": round(v["token_acc"], 4) if val else None}
+    write_json(METRICS, metrics)
+    print(f"[sft] validation: loss {metrics['val_loss']}, token acc {metrics['val_token_acc']} "
+          f"({len(val)} examples) -> {METRICS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""End to end: diagnose, repair, distill@<condition> and int through the real `dvc repro`,
+smoke-sized; the distillation's training path on a successful repair; bad params stop early."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from countdown_rlvr.research.repair import CONDITIONS
+from countdown_rlvr.task import solve, verify
+from countdown_rlvr.traces import direct_trace
+
+pytestmark = pytest.mark.slow
+
+STAGES = {"diagnose", "repair", "int", *(f"distill@{c}" for c in CONDITIONS)}
+DIAGNOSE_KEYS = {"k", "pass@1", "pass@k", "avg_score", "all_fail", "all_correct",
+                 "zero_informative", "reward_contrast", "failures", "n_failed_attempts"}
+REPAIR_KEYS = {"success_rate", "successes", "n", "new_error_rate", "feedback_tokens",
+               "mcnemar_vs_resample"}
+
+
+def ran(proc) -> set[str]:
+    return {line.split("'")[1] for line in proc.stdout.splitlines() if line.startswith("Running stage")}
+
+
+def metrics(pipe, name: str) -> dict:
+    return json.loads(pipe.read(f"reports/metrics/{name}.json"))
+
+
+@pytest.fixture
+def one_thread_stages(monkeypatch):
+    """The stages sample in batches of a few short sequences: a second torch thread gains
+    nothing and its spin-waits stall when other processes share the cores (conftest.one_thread)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline, one_thread_stages):
+    first = pipeline.repro("diagnose", "repair", "distill", "int")
+    assert STAGES <= ran(first)
+
+    d = metrics(pipeline, "diagnose")
+    assert DIAGNOSE_KEYS <= set(d) and d["k"] == 2
+    failed = [json.loads(x) for x in pipeline.read("data/diagnose/failed.jsonl").splitlines()]
+    assert len(failed) == d["n_failed_attempts"] == sum(d["failures"].values())
+    records = pd.read_parquet(pipeline.path / "data/diagnose/records.parquet")
+    assert len(records) == 2 * d["n_problems"] and (~records["correct"]).sum() == len(failed)
+
+    r = metrics(pipeline, "repair")
+    assert r["n_attempts"] == min(4, len(failed)) and set(r["conditions"]) == set(CONDITIONS)
+    for cond, m in r["conditions"].items():
+        assert REPAIR_KEYS <= set(m) and m["n"] == r["n_attempts"]
+        assert set(m["mcnemar_vs_resample"]) >= {"b", "c", "pvalue"}
+        assert (m["feedback_tokens"] == 0) == (cond == "R")
+    repairs = pd.read_parquet(pipeline.path / "data/repair/repairs.parquet")
+    assert len(repairs) == r["n_attempts"] * len(CONDITIONS) * 1  # repair.k = 1
+    assert set(repairs["attempt_id"]) <= {f["attempt_id"] for f in failed}
+
+    for cond in CONDITIONS:
+        m = metrics(pipeline, f"distill/{cond}")
+        successes = int(repairs[repairs["condition"] == cond]["correct"].sum())
+        assert m["condition"] == cond and m["trained"] == (successes > 0)
+        assert (m["examples"] == 0) == (successes == 0)
+        assert (pipeline.path / f"data/models/distill/{cond}/config.json").exists()
+
+    i = metrics(pipeline, "int")
+    assert i["n_problems"] == 4 and 0 <= i["unsolved"] <= 4
+    iv = i["interventions"]
+    assert iv["kept"] <= iv["found"] <= i["unsolved"] and iv["filter"] is False
+    assert set(i["pass_at_k"]) == {"sft", "int_sft", "int", "int_solver_sft", "rloo"}
+    if i["unsolved"]:
+        assert i["sft"]["trained"] == (iv["found"] > 0)  # int.filter false: every intervention
+        assert i["solver_sft"]["trained"] and i["solver_sft"]["examples"] == i["unsolved"]
+        assert i["rloo"]["trained"] and i["rloo"]["steps"] == 2
+        assert all(0 <= v["pass@k"] <= 1 for v in i["pass_at_k"].values())
+        assert set(i["mcnemar"]) == {"int_vs_rloo", "int_vs_int_solver_sft", "int_vs_int_sft",
+                                     "int_vs_sft"}
+    for name in ("int_sft", "int", "int_solver_sft"):
+        assert (pipeline.path / f"data/models/{name}/config.json").exists()
+    assert json.loads(pipeline.read("reports/timings/int.json"))["seconds"] > 0
+
+    assert ran(pipeline.repro("diagnose", "repair", "distill", "int")) == set()
+
+    # the distillation's training path: one successful R repair (a verified solver trace)
+    ok = repairs[repairs["condition"] == "R"].head(1).copy()
+    nums, target = [int(x) for x in ok["numbers"].iloc[0]], int(ok["target"].iloc[0])
+    text = direct_trace(solve(nums, target)[0])
+    assert verify(text, nums, target).correct
+    ok[["completion", "correct", "failure"]] = [text, True, None]
+    ok.to_parquet(pipeline.path / "data/repair/repairs.parquet", index=False)
+    pipeline.run("python", "stages/distill.py", "R")
+    m = metrics(pipeline, "distill/R")
+    assert m["trained"] is True and m["examples"] == 1 and m["steps"] == 2
+    assert (pipeline.path / "dvclive/distill/R/plots/metrics/train/loss.tsv").exists()
+
+
+def test_bad_params_stop_before_any_work(pipeline):
+    proc = pipeline.run("python", "stages/distill.py", "F9", check=False)
+    assert proc.returncode != 0 and "[distill] error: usage" in proc.stderr
+
+    pipeline.set_params({"repair": {"conditions": ["F1", "F3"]}})
+    proc = pipeline.run("python", "stages/repair.py", check=False)
+    assert "[repair] error: repair.conditions" in proc.stderr and "R-resample" in proc.stderr
+
+    pipeline.set_params({"int": {"eval_seed": 0, "seed": 0}})
+    proc = pipeline.run("python", "stages/int.py", check=False)
+    assert "[int] error: int.eval_seed must differ" in proc.stderr
+
+    proc = pipeline.run("python", "stages/diagnose.py", check=False)
+    assert "[diagnose] error: missing input" in proc.stderr and "dvc repro diagnose" in proc.stderr

@@ -1,0 +1,62 @@
+"""End to end: `sft` and the `ipo@<source>` foreach stages via the real `dvc repro`, smoke-sized."""
+
+import json
+
+import pytest
+from test_pipeline_data import ran
+
+from countdown_rlvr.evaluate import policy_ref
+from countdown_rlvr.model import load_model
+
+pytestmark = pytest.mark.slow
+
+SMOKE_SOURCES = ["scripted", "base"]  # params.smoke.yaml: the smoke teacher yields no traces
+
+
+def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypatch):
+    first = pipeline.repro("ipo")
+    assert {"sft", *(f"ipo@{s}" for s in SMOKE_SOURCES)} <= ran(first)
+    pairs = [json.loads(line) for line in pipeline.read("data/pairs/pairs.jsonl").splitlines()]
+    for source in SMOKE_SOURCES:
+        m = json.loads(pipeline.read(f"reports/metrics/ipo/{source}.json"))
+        assert m["source"] == source and m["pairs"] == sum(p["source"] == source for p in pairs) > 0
+        assert m["steps"] == 3 and m["stopped_by"] == "max_steps", m
+        # step 1 scores the SFT policy against itself: zero margin, loss (1/(2 beta))^2 + anchor
+        assert m["margin_first"] == pytest.approx(0.0, abs=1e-3)
+        for key in ("loss_final", "pref_acc_final", "chosen_reward_final", "rejected_reward_final"):
+            assert isinstance(m[key], float), key
+        assert json.loads(pipeline.read(f"reports/timings/ipo/{source}.json"))["seconds"] > 0
+        curve = pipeline.read(f"dvclive/ipo/{source}/plots/metrics/train/margin.tsv").decode()
+        assert len(curve.splitlines()) == 1 + 3  # header + one row per step
+        model, tok = load_model(str(pipeline.path / f"data/models/ipo/{source}"))
+        assert model(**tok("Numbers: 1 2 3 Target: 6\n", return_tensors="pt")).logits.shape[-1] == len(tok)
+    sft = json.loads(pipeline.read("reports/metrics/sft.json"))
+    assert sft["adapter"] == "full" and sft["val_loss"] > 0 and 0 <= sft["val_token_acc"] <= 1
+
+    again = pipeline.repro("ipo")
+    assert ran(again) == set() and "Data and pipelines are up to date" in again.stdout
+
+    # LoRA SFT, then IPO training that same adapter further: both are peft adapter dirs whose
+    # recorded base is the local base dir, which evaluate.policy_ref resolves and loads
+    pipeline.set_params({"sft": {"adapter": "lora"}, "ipo": {"adapter": "lora"}})
+    assert ran(pipeline.repro("ipo@scripted")) == {"sft", "ipo@scripted"}
+    assert json.loads(pipeline.read("reports/metrics/sft.json"))["adapter"] == "lora"
+    monkeypatch.chdir(pipeline.path)  # adapter configs record the base relative to the repo
+    for out in ("data/models/sft", "data/models/ipo/scripted"):
+        ref = policy_ref(out)
+        assert (ref.base, ref.adapter) == ("data/models/base", out)
+        model, _ = load_model(ref.base, ref.adapter)
+        assert type(model).__name__.startswith("Peft")
+
+    # a source name that pairs.SOURCES does not know fails before any work, naming the fix
+    pipeline.set_params({"ipo": {"sources": ["scripted", "bogus"]}})
+    proc = pipeline.repro("ipo", check=False)
+    assert proc.returncode != 0
+    assert "unknown pair source(s) ['bogus'] in `ipo.sources`" in proc.stderr
+    assert "valid: scripted, easyneg, hardneg, base" in proc.stderr
+    # a known source without pairs (no teacher traces at smoke size) says how to get some
+    pipeline.set_params({"ipo": {"sources": ["scripted", "easyneg"]}})
+    proc = pipeline.run("python", "stages/ipo.py", "easyneg", check=False)
+    assert proc.returncode != 0
+    assert "has no `easyneg` pairs" in proc.stderr and "remove easyneg from `ipo.sources`" in proc.stderr
+    assert "teacher_traces.n_problems" in proc.stderr

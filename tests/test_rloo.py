@@ -1,0 +1,207 @@
+"""The on-policy loop: RLOO learns from contrast, flat groups give no update, diagnostics,
+determinism, config errors, the success-gated curriculum, and OPD's forward KL."""
+
+import copy
+import itertools
+
+import pytest
+import torch
+
+from countdown_rlvr.io import StageError
+from countdown_rlvr.logprobs import sequence_logprobs
+from countdown_rlvr.model import build_tiny, load_model
+from countdown_rlvr.train import train_sft
+from countdown_rlvr.train.rloo import (
+    DIAGNOSTICS,
+    Curriculum,
+    curriculum_tiers,
+    rloo_config,
+    step_problems,
+    train_rloo,
+)
+from countdown_rlvr.train.sft import collate, encode
+
+# hidden 32, one layer: ~15k parameters (as in test_sft)
+TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
+        "intermediate_size": 64, "max_positions": 64}
+PROBLEM = {"numbers": [2, 3, 4], "target": 14}
+PROMPT = "Numbers: 2 3 4 Target: 14\n"
+GOOD, BAD = "<answer>2 + 3 * 4</answer>", "<answer>2 * 3 + 4</answer>"  # 14 (correct) / 10
+CFG = {"steps": 3, "lr": 3e-4, "group_size": 8, "prompts_per_step": 1, "kl_coef": 0.0,
+       "entropy_coef": 0.0, "sampler": {"max_new_tokens": 16}, "log_every": 100}
+
+
+class Live:  # the two dvclive calls the loop uses
+    def __init__(self):
+        self.rows, self.step = [], 0
+
+    def log_metric(self, name, value):
+        self.rows.append((self.step, name, value))
+
+    def next_step(self):
+        self.step += 1
+
+    def curve(self, name):
+        return [v for _, n, v in self.rows if n == f"train/{name}"]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny(TINY, tmp_path_factory.mktemp("tiny") / "m", seed=0)
+
+
+@pytest.fixture(scope="module")
+def toy_policy(tiny_dir, one_thread):
+    """A policy that answers PROBLEM with GOOD or BAD about half the time each."""
+    model, tok = load_model(str(tiny_dir))
+    model = train_sft(model, tok, [(PROMPT, GOOD), (PROMPT, BAD)] * 4,
+                      {"lr": 1e-2, "batch_size": 8, "max_len": 40, "max_steps": 300, "seed": 0})
+    return model, tok
+
+
+def completion_logprobs(model, tok) -> list[float]:
+    rows = [encode(tok, PROMPT, c) for c in (GOOD, BAD)]
+    batch = collate([(ids, [0] * n + [1] * (len(ids) - n)) for ids, n in rows], tok.pad_token_id)
+    with torch.no_grad():
+        return sequence_logprobs(model, batch["input_ids"], batch["attention_mask"],
+                                 batch["completion_mask"]).sum.tolist()
+
+
+def test_rloo_moves_probability_to_the_correct_answer(toy_policy, one_thread):
+    model, tok = toy_policy
+    good0, bad0 = completion_logprobs(model, tok)
+    assert abs(good0 - bad0) < 0.3  # both answers are likely before RL
+    st = {}
+    trained = train_rloo(copy.deepcopy(model), tok, [PROBLEM], {**CFG, "steps": 10}, stats=st)
+    good, bad = completion_logprobs(trained, tok)
+    assert good > good0 + 0.3 and bad < bad0 - 1.0, (good0, bad0, good, bad)
+    assert st["zero_std_frac_first"] == 0.0  # mixed groups: the LOO baseline has contrast
+    assert st["advantage_std_first"] > 0.3
+    assert st["pass_rate_final"] > st["pass_rate_first"]
+
+
+def test_rloo_logs_every_diagnostic_and_is_deterministic(toy_policy, one_thread):
+    model, tok = toy_policy
+    cfg = {**CFG, "kl_coef": 0.05, "entropy_coef": 0.01, "reward": "shaped"}
+    runs = []
+    for _ in range(2):
+        ref = copy.deepcopy(model).eval().requires_grad_(False)
+        live, st = Live(), {}
+        trained = train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, ref_model=ref, live=live,
+                             stats=st)
+        runs.append((trained.state_dict(), live.rows, st))
+    (w1, rows1, st), (w2, rows2, _) = runs
+    assert all(torch.equal(w1[k], w2[k]) for k in w1)  # same seed: same final weights
+    assert rows1 == rows2
+    logged = {n for _, n, _ in rows1}
+    assert logged == {f"train/{k}" for k in DIAGNOSTICS if k not in ("forward_kl", "curriculum_level")}
+    live = Live()
+    live.rows = rows1
+    for name in logged:
+        assert len(live.curve(name.removeprefix("train/"))) == cfg["steps"]
+    assert st["steps"] == 3 and st["rollouts"] == 3 * 8
+    # the training forward re-scores the sampled tokens exactly as the sampler drew them
+    # (temperature 1, no truncation): pi / mu = 1 on the first, on-policy step
+    assert st["is_weight_mean_first"] == pytest.approx(1.0, abs=1e-4)
+    assert st["is_clip_frac_first"] == 0.0
+    assert st["kl_first"] == pytest.approx(0.0, abs=1e-6)  # the policy still equals the reference
+    assert st["kl_final"] > 0
+    assert 0 < st["reward_mean_first"] < 1 and st["response_len_first"] > 5
+    assert 0 <= st["entropy_first"]
+    assert st["seconds"] > 0 and st["generate_seconds"] > 0
+
+
+def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
+    """An untrained model never writes an answer: every binary reward is 0, every group is
+    flat, every advantage is exactly 0, and (with no KL / entropy term) nothing moves."""
+    model, tok = load_model(str(tiny_dir))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    problems = [{"numbers": [1, 2, 3], "target": 6}, {"numbers": [1, 2, 3], "target": 9},
+                {"numbers": [1, 2, 3, 4], "target": 24}, {"numbers": [2, 3, 4, 5], "target": 70}]
+    cfg = {**CFG, "steps": 4, "group_size": 4, "prompts_per_step": 2, "lr": 1e-2,
+           "reward": "binary", "curriculum": True, "curriculum_window": 1,
+           "curriculum_threshold": 0.0, "curriculum_target_bins": 1}
+    live, st = Live(), {}
+    model = train_rloo(model, tok, problems, cfg, live=live, stats=st)
+    assert live.curve("zero_std_frac") == [1.0] * 4
+    assert live.curve("reward_std") == [0.0] * 4 and live.curve("advantage_std") == [0.0] * 4
+    assert live.curve("reward_mean") == [0.0] * 4 and live.curve("pass_rate") == [0.0] * 4
+    assert st["zero_std_frac_final"] == 1.0
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    # threshold 0, window 1: a tier unlocks after every step, up to the 2 operand-count tiers
+    assert live.curve("curriculum_level") == [0.0, 1.0, 1.0, 1.0]
+
+
+def test_unknown_reward_and_bad_config_fail_before_any_model_work():
+    # no model at all: the config is checked first
+    with pytest.raises(ValueError, match="unknown reward 'bogus'.*binary, format, shaped"):
+        train_rloo(None, None, [PROBLEM], {**CFG, "reward": "bogus"})
+    with pytest.raises(StageError, match=r"\[rloo\] error: unknown reward 'bogus'.*binary, format, shaped"):
+        rloo_config("rloo", {**CFG, "reward": "bogus"})
+    with pytest.raises(StageError, match=r"unknown keys \['temperature'\]; valid: n_problems, reward"):
+        rloo_config("rloo", {**CFG, "temperature": 1.3}, extra_keys=("n_problems",))
+    # the distillation keys belong to OPD only
+    with pytest.raises(StageError, match="unknown keys \\['distill_coef'\\]"):
+        rloo_config("rloo", {**CFG, "distill_coef": 0.5})
+    assert rloo_config("opd", {**CFG, "distill_coef": 0.5}, teacher=True)["distill_temperature"] == 1.0
+    with pytest.raises(StageError, match="group_size` must be >= 2"):
+        rloo_config("rloo", {**CFG, "group_size": 1})
+    with pytest.raises(StageError, match="unknown loss_agg 'tokens'; valid: sum, mean"):
+        rloo_config("rloo", {**CFG, "loss_agg": "tokens"})
+    with pytest.raises(StageError, match="unknown sampler keys"):
+        rloo_config("rloo", {**CFG, "sampler": {"temp": 1.0}})
+    with pytest.raises(StageError, match="missing \\['steps'\\]"):
+        rloo_config("rloo", {k: v for k, v in CFG.items() if k != "steps"})
+    with pytest.raises(ValueError, match="needs a ref_model"):
+        train_rloo(None, None, [PROBLEM], {**CFG, "kl_coef": 0.1})
+
+
+def test_curriculum_tiers_gate_and_problem_order():
+    problems = [{"numbers": [1] * n, "target": t} for n, t in
+                [(4, 50), (3, 90), (3, 10), (4, 20), (3, 40), (4, 80)]]
+    tiers = curriculum_tiers(problems, target_bins=2)
+    # operand count first, then target magnitude (equal-count bins)
+    assert tiers == [[2, 4], [1], [3, 0], [5]]
+    cur = Curriculum(tiers, window=2, threshold=0.5)
+    assert cur.pool() == [2, 4]
+    assert not cur.update(0.9)  # window not full yet
+    assert not cur.update(0.0)  # mean 0.45 < 0.5
+    assert cur.update(1.0) and cur.level == 1 and cur.pool() == [2, 4, 1]  # mean 0.5
+    assert not cur.update(1.0)  # the window restarted
+    for _ in range(6):
+        cur.update(1.0)
+    assert cur.level == 3  # capped at the last tier
+    # a curriculum batch comes from the pool only; seeded
+    for step in range(5):
+        batch = step_problems(6, 2, step, seed=0, pool=[2, 4, 1])
+        assert set(batch) <= {2, 4, 1} and len(set(batch)) == 2
+        assert batch == step_problems(6, 2, step, seed=0, pool=[2, 4, 1])
+    # without a curriculum: every problem once per epoch, a new order each epoch
+    epochs = [[i for s in range(3 * e, 3 * e + 3) for i in step_problems(6, 2, s, seed=0)]
+              for e in range(2)]
+    assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(6))
+    assert epochs[0] != epochs[1]
+    assert step_problems(6, 2, 0, seed=1) != step_problems(6, 2, 0, seed=0) or \
+        step_problems(6, 2, 1, seed=1) != step_problems(6, 2, 1, seed=0)
+
+
+def test_opd_forward_kl_is_zero_for_the_student_itself_and_falls_toward_a_teacher(
+        toy_policy, tiny_dir, one_thread):
+    model, tok = toy_policy
+    cfg = {**CFG, "steps": 1, "distill_coef": 0.5, "rl_coef": 0.5, "distill_temperature": 1.0}
+    live, st = Live(), {}
+    train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=copy.deepcopy(model),
+               live=live, stats=st)
+    assert st["forward_kl_first"] == pytest.approx(0.0, abs=1e-6)
+    assert len(live.curve("forward_kl")) == 1
+
+    # a different teacher (the untrained model: near uniform), distillation only, T = 1.3:
+    # the student moves toward it, so the forward KL falls step by step
+    teacher, _ = load_model(str(tiny_dir))
+    cfg = {**CFG, "steps": 4, "lr": 3e-3, "distill_coef": 1.0, "rl_coef": 0.0,
+           "distill_temperature": 1.3}
+    live, st = Live(), {}
+    train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=teacher, live=live, stats=st)
+    kl = live.curve("forward_kl")
+    assert kl[0] > 0.5 and all(b < a for a, b in itertools.pairwise(kl)), kl
