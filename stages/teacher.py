@@ -1,14 +1,17 @@
 """Stage `teacher`: the model whose samples become teacher traces and OPD targets.
 
-`teacher.base: tiny` trains all parameters of a tiny model on the solver traces, each
-prompt carrying its trace's strategy hint, so the teacher can be steered by the rotated
-strategy prompts of `teacher_traces` (S1 §3.1.1). `teacher.init: base` starts from the
+`teacher.base: tiny` trains all parameters of a tiny model on the solver traces. A share
+`teacher.hint_frac` of the prompts carry the trace's strategy hint, so the teacher can be
+steered by the rotated strategy prompts of `teacher_traces` (S1 §3.1.1); the rest are the
+plain prompt, so the teacher is also evaluated (`evaluate@teacher`) with the prompt and
+sampler every policy gets. `teacher.init: base` starts from the
 pre-trained base (which already copies operands from its prompt) and trains longer than the
 student's SFT; `teacher.init: scratch` builds the larger `teacher.tiny_preset` from random
 weights. Any other `teacher.base` (a hub id such as Qwen/Qwen2.5-1.5B-Instruct, or a local
 model dir) is passed through.
 """
 
+import random
 import tempfile
 from pathlib import Path
 
@@ -26,7 +29,7 @@ from countdown_rlvr.traces import strategy_prompt
 from countdown_rlvr.train.run import fit_and_save, training_config
 
 SRC, BASE, OUT = "data/traces/solver.jsonl", "data/models/base", Path("data/models/teacher")
-EXTRA = ("base", "init", "tiny_preset", "init_seed")
+EXTRA = ("base", "init", "tiny_preset", "init_seed", "hint_frac")
 INITS = ("base", "scratch")
 
 
@@ -47,7 +50,11 @@ def main() -> None:
     cfg = training_config("teacher", t, extra_keys=EXTRA)
     require_inputs("teacher", SRC, BASE)
     traces = read_jsonl(SRC)
-    examples = [(strategy_prompt(r["prompt"], r["strategy"]), r["completion"]) for r in traces]
+    if not 0 <= t["hint_frac"] <= 1:
+        raise StageError("teacher", f"teacher.hint_frac must be in [0, 1], got {t['hint_frac']!r}")
+    rng = random.Random(t["seed"])
+    examples = [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < t["hint_frac"]
+                 else r["prompt"], r["completion"]) for r in traces]
     if t["init"] == "base":
         model, tok = load_model(BASE)
     else:

@@ -27,14 +27,7 @@ def metrics(pipe, name: str) -> dict:
     return json.loads(pipe.read(f"reports/metrics/{name}.json"))
 
 
-@pytest.fixture
-def one_thread_stages(monkeypatch):
-    """The stages sample in batches of a few short sequences: a second torch thread gains
-    nothing and its spin-waits stall when other processes share the cores (conftest.one_thread)."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-
-
-def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline, one_thread_stages):
+def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     first = pipeline.repro("diagnose", "repair", "distill", "int")
     assert STAGES <= ran(first)
 
