@@ -1,5 +1,8 @@
 """Generation throughput at the evaluation geometry: 32 prompts x n=16, temperature 0.6,
-top-p 0.95, top-k 20, 64 new tokens. HF backend always, vLLM when importable.
+top-p 0.95, top-k 20, 64 new tokens. Our HF backend (a KV-cached decode loop that drops
+finished rows) against HF `model.generate` on the same batches (the baseline), and vLLM when
+importable. Pass a trained model (--model data/models/sft) to see the effect of rows
+finishing at different lengths; a random init never emits EOS.
 
     python benchmarks/bench_sampling.py [--model DIR] [--batch-sizes 64,256] [--threads 1,2]
 
@@ -37,6 +40,24 @@ def run(ref, ps, n, max_new, backend, batch_size) -> tuple[int, float]:
     return sum(s.n_tokens for per in out for s in per), seconds
 
 
+@torch.no_grad()
+def run_hf_generate(pair, ps, n, max_new, batch_size) -> tuple[int, float]:
+    """Baseline: transformers' `generate` with the same sampler, batch by batch."""
+    model, tok = pair
+    tok.padding_side = "left"
+    rows = [p for p in ps for _ in range(n)]
+    tokens, t0 = 0, time.perf_counter()
+    for i in range(0, len(rows), batch_size):
+        enc = tok(rows[i:i + batch_size], return_tensors="pt", padding=True)
+        out = model.generate(**enc, do_sample=True, max_new_tokens=max_new,
+                             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                             **SAMPLER)
+        new = out[:, enc["input_ids"].shape[1]:]
+        ended = (new == tok.eos_token_id).int().cumsum(1)
+        tokens += int(((ended == 0) | ((ended == 1) & (new == tok.eos_token_id))).sum())
+    return tokens, time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", help="model dir (default: a fresh tiny student)")
@@ -62,6 +83,9 @@ def main() -> None:
         for bs in map(int, args.batch_sizes.split(",")):
             tokens, sec = run(pair, ps, args.n, args.max_new_tokens, "hf", bs)
             print(f"{'hf':<8} {threads:>7} {bs:>6} {tokens:>8} {sec:>8.1f} {tokens / sec:>9.0f}")
+            tokens, sec = run_hf_generate(pair, ps, args.n, args.max_new_tokens, bs)
+            print(f"{'generate':<8} {threads:>7} {bs:>6} {tokens:>8} {sec:>8.1f} {tokens / sec:>9.0f}"
+                  "  (baseline: transformers generate)")
     try:
         import vllm  # noqa: F401
     except ImportError:

@@ -111,6 +111,20 @@ def test_rloo_logs_every_diagnostic_and_is_deterministic(toy_policy, one_thread)
     assert st["seconds"] > 0 and st["generate_seconds"] > 0
 
 
+def test_tempered_rollouts_are_scored_under_the_tempered_policy(tiny_dir, one_thread):
+    """At a rollout temperature T != 1 the optimised policy is softmax(z / T), the one that
+    sampled: the first (on-policy) step's IS weight is 1, and the KL to an identical
+    reference is 0."""
+    model, tok = load_model(tiny_dir)
+    cfg = {**CFG, "steps": 1, "kl_coef": 0.05, "sampler": {**CFG["sampler"], "temperature": 0.7}}
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    st = {}
+    train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, ref_model=ref, stats=st)
+    assert st["is_weight_mean_first"] == pytest.approx(1.0, abs=1e-4)
+    assert st["is_clip_frac_first"] == 0.0
+    assert st["kl_first"] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
     """An untrained model never writes an answer: every binary reward is 0, every group is
     flat, every advantage is exactly 0, and (with no KL / entropy term) nothing moves."""
