@@ -138,15 +138,15 @@ def drop_sections(root: Path) -> None:
 def test_missing_sections_render_as_not_run(tmp_path):
     root = copy_fixture(tmp_path)
     drop_sections(root)
-    inp = render(root, configured=[*report_policies(), "teacher"], require_all=False)
+    inp = render(root, configured=[*report_policies(), "ghost"], require_all=False)
     md = (root / "reports/report.md").read_text()
     for stage, rel in (("repair", "repair.json"), ("evaluate@rloo", "eval/rloo.json"),
                        ("ipo@hardneg", "ipo/hardneg.json"),
-                       ("evaluate@teacher", "eval/teacher.json")):
+                       ("evaluate@ghost", "eval/ghost.json")):
         assert f"*not run* (stage `{stage}` has no metrics: `{rel}`)" in md
     assert any(p.endswith("dvclive/rloo/plots/metrics/**/reward_mean.tsv") for p in inp.missing)
     rows = {r[0]: r for r in table_rows(md, "S4 Table 1")}
-    assert "not run" in rows["rloo"][1] and "not run" in rows["teacher"][1]
+    assert "not run" in rows["rloo"][1] and "not run" in rows["ghost"][1]
     assert "not run" not in " ".join(rows["sft"])  # the rest is still filled
     assert "not run" in {r[0]: r for r in table_rows(md, "S1 Table 1")}["hardneg"][1]
     # no repair figure (and the report says so); the OPD curves still make rl_curves
