@@ -161,6 +161,11 @@ def test_compare_counts_by_hand():
     assert k4["pvalue"] == pytest.approx(binomtest(1, 4, 0.5).pvalue) == pytest.approx(0.625)
     assert k4["diff"] == pytest.approx(2 / 6)
     assert k4["diff_ci_low"] <= k4["diff"] <= k4["diff_ci_high"]
+    # pass@k diff uses every sample: pass@1 = c/4 per problem, a 8/24 vs b 3/24; with n = k = 4
+    # pass@4 is "any of the 4", the same as the sample-based diff
+    assert k1["pass_diff"] == pytest.approx(8 / 24 - 3 / 24)
+    assert k1["pass_diff_ci_low"] <= k1["pass_diff"] <= k1["pass_diff_ci_high"]
+    assert k4["pass_diff"] == pytest.approx(k4["diff"])
     chi = compare_policies(recs, [["a", "b"]], ks=[4], exact=False, n_boot=10)
     assert chi["pairs"]["a_vs_b"]["test"]["k4"]["statistic"] == pytest.approx((3 - 1 - 1) ** 2 / 4)
     # pass@1 of a: c = 1,1,0,4,1,1 of 4 -> mean c/4 = 1/3, with an interval around it
@@ -168,7 +173,7 @@ def test_compare_counts_by_hand():
     assert pa["value"] == pytest.approx(1 / 3) and pa["ci_low"] <= 1 / 3 <= pa["ci_high"]
     assert rep["policies"]["a"]["test"]["pass@4"]["value"] == pytest.approx(5 / 6)
     md = compare_markdown(rep)
-    assert "| a | b | test | 4 | 0.833 | 0.500 | +0.333 [" in md and "| 3 | 1 | 1 | 0.625 |" in md
+    assert "| a | b | test | 4 | 0.833 | 0.500 | +0.333 [" in md and "| 3 | 1 | 1 | 0.625 | +0.333 [" in md
     assert json.loads(json.dumps(rep)) == rep  # plain JSON types
     # identical policies: all pairs concordant, p = 1
     same = compare_policies(recs, [["a", "a"]], ks=[1], n_boot=10)["pairs"]["a_vs_a"]["test"]["k1"]

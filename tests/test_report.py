@@ -90,6 +90,10 @@ def test_every_table_is_filled_from_the_metrics(complete):
     assert rows["opd_ac"][6] == f"{n4:.3f}"
     p = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["pvalue"]
     assert rows["rloo"][9] == f"{p:.3g}" and rows["sft"][9] == "ref."
+    d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]
+    assert rows["rloo"][11] == (f"{d['pass_diff']:+.3f} [{d['pass_diff_ci_low']:+.3f}, "
+                                f"{d['pass_diff_ci_high']:+.3f}]") and rows["sft"][11] == "ref."
+    assert rows["rloo"][11].startswith("+") and rows["base"][11].startswith("-")
     # S0 Table 2: every condition, McNemar against R-resample from repair.json
     rows = {r[0]: r for r in table_rows(md, "S0 Table 2")}
     assert set(rows) == set(REPAIR.values())
@@ -119,6 +123,25 @@ def test_every_table_is_filled_from_the_metrics(complete):
     ks = [int(line.split("|")[4]) for line in sig.splitlines()
           if line.startswith("| rloo | sft | test |")]
     assert ks == [1, 4, 8, 16]
+
+
+def test_differences_read_policy_minus_reference_in_either_pair_order(complete, tmp_path):
+    _, md = complete
+    root = copy_fixture(tmp_path)
+    path = root / "reports/metrics/compare.json"
+    rep = json.loads(path.read_text())
+    swapped = {}  # [rloo, sft] written as [sft, rloo]: every difference negated
+    for k, r in rep["pairs"].pop("rloo_vs_sft")["test"].items():
+        swapped[k] = {**r, "pass_diff": -r["pass_diff"], "pass_diff_ci_low": -r["pass_diff_ci_high"],
+                      "pass_diff_ci_high": -r["pass_diff_ci_low"]}
+    rep["pairs"]["sft_vs_rloo"] = {"test": swapped}
+    rep["settings"]["pairs"] = [["sft", "rloo"] if pair == ["rloo", "sft"] else pair
+                                for pair in rep["settings"]["pairs"]]
+    path.write_text(json.dumps(rep))
+    render(root, require_all=True)
+    before = {r[0]: r for r in table_rows(md, "S4 Table 1")}["rloo"]
+    after = {r[0]: r for r in table_rows((root / "reports/report.md").read_text(), "S4 Table 1")}
+    assert after["rloo"][9:] == before[9:]
 
 
 def test_render_is_byte_identical(complete, tmp_path):

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -214,8 +215,11 @@ def compare_pair(rec_a: pd.DataFrame, rec_b: pd.DataFrame, ks: Iterable[int], se
 
     Outcome of a problem = solved by one of samples 0..k-1 of sampling seed `seed`
     (k = 1: the pass@1 outcome of sample 0). McNemar on those paired outcomes; plus the
-    paired bootstrap interval of the difference in solve rate (a - b).
+    paired bootstrap interval of the difference in solve rate (a - b). `pass_diff` is the
+    difference in unbiased pass@k from every sample of every seed, with its paired bootstrap
+    interval over problems: the same question asked of all n samples, not one (far tighter).
     """
+    (n_a, c_a), (n_b, c_b) = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
     out = {}
     for k in ks:
         a, b = solved_within(rec_a, k, seed), solved_within(rec_b, k, seed)
@@ -226,10 +230,15 @@ def compare_pair(rec_a: pd.DataFrame, rec_b: pd.DataFrame, ks: Iterable[int], se
         res = mcnemar(a, b, exact=exact)
         diff = a.astype(float) - b.astype(float)
         lo, hi = bootstrap_ci(diff.to_numpy(), n_boot=n_boot, alpha=alpha, seed=boot_seed)
+        pass_diff = np.array([pass_at_k(int(n_a.loc[i]), int(c_a.loc[i]), k)
+                              - pass_at_k(int(n_b.loc[i]), int(c_b.loc[i]), k) for i in a.index])
+        p_lo, p_hi = bootstrap_ci(pass_diff, n_boot=n_boot, alpha=alpha, seed=boot_seed)
         out[f"k{k}"] = {
             "n_problems": len(a), "solved_a": float(a.mean()), "solved_b": float(b.mean()),
             "diff": float(diff.mean()), "diff_ci_low": lo, "diff_ci_high": hi,
             "a_only": res.b, "b_only": res.c, "statistic": res.statistic, "pvalue": res.pvalue,
+            "pass_diff": float(pass_diff.mean()), "pass_diff_ci_low": p_lo,
+            "pass_diff_ci_high": p_hi,
         }
     return out
 
@@ -292,12 +301,14 @@ def compare_markdown(report: dict[str, Any]) -> str:
     lines += ["", (f"McNemar ({test}) on paired per-problem outcomes: solved within the first "
               f"k samples of seed {s['seed']} (k = 1: sample 0). a-only / b-only are the "
               "discordant counts; diff is the solve-rate difference a - b with its paired "
-              f"{ci} bootstrap interval."), ""]
+              f"{ci} bootstrap interval. pass@k diff is the difference in pass@k estimated from "
+              f"all samples, with its paired {ci} bootstrap interval over problems."), ""]
     if not report["pairs"]:
         lines.append("No pairs configured (`compare.pairs` in params.yaml).")
     else:
         lines += [("| a | b | split | k | solved a | solved b | diff [CI] | a-only | b-only "
-                  "| statistic | p |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| statistic | p | pass@k diff [CI] |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for a, b in s["pairs"]:
             for split, per_k in report["pairs"][pair_key(a, b)].items():
                 for k, r in per_k.items():
@@ -305,7 +316,8 @@ def compare_markdown(report: dict[str, Any]) -> str:
                         f"| {a} | {b} | {split} | {k[1:]} | {r['solved_a']:.3f} | "
                         f"{r['solved_b']:.3f} | {r['diff']:+.3f} [{r['diff_ci_low']:+.3f}, "
                         f"{r['diff_ci_high']:+.3f}] | {r['a_only']} | {r['b_only']} | "
-                        f"{r['statistic']:.3g} | {r['pvalue']:.3g} |")
+                        f"{r['statistic']:.3g} | {r['pvalue']:.3g} | {r['pass_diff']:+.3f} "
+                        f"[{r['pass_diff_ci_low']:+.3f}, {r['pass_diff_ci_high']:+.3f}] |")
     return "\n".join(lines) + "\n"
 
 

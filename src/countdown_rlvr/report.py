@@ -362,18 +362,34 @@ class _Builder:
             return _f(self.ev(policy, split, f"pass@{k}"))
         return f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
 
-    def pvalue(self, policy: str, k: int, split: str = "test") -> str:
-        """McNemar p of policy vs the reference from compare.json (either pair order)."""
-        if policy == self.ref:
-            return "ref."
+    def vs_ref(self, policy: str, k: int, split: str = "test") -> tuple[dict | None, int]:
+        """The compare.json result of policy vs the reference (either pair order) and the
+        sign that makes its differences read policy - reference."""
         from .evaluate import pair_key  # (imported here: evaluate pulls in torch)
 
         pairs = _get(self.d.get("compare.json"), "pairs", default={})
-        for a, b in ((policy, self.ref), (self.ref, policy)):
+        for (a, b), sign in (((policy, self.ref), 1), ((self.ref, policy), -1)):
             r = _get(pairs, pair_key(a, b), split, f"k{k}")
             if r is not None:
-                return _p(r["pvalue"])
-        return NA
+                return r, sign
+        return None, 1
+
+    def pvalue(self, policy: str, k: int, split: str = "test") -> str:
+        """McNemar p of policy vs the reference from compare.json."""
+        if policy == self.ref:
+            return "ref."
+        r, _ = self.vs_ref(policy, k, split)
+        return NA if r is None else _p(r["pvalue"])
+
+    def pass_diff(self, policy: str, k: int, split: str = "test") -> str:
+        """pass@k(policy) - pass@k(reference) from all samples, with its paired interval."""
+        if policy == self.ref:
+            return "ref."
+        r, sign = self.vs_ref(policy, k, split)
+        if r is None or "pass_diff" not in r:
+            return NA
+        lo, hi = sorted((sign * r["pass_diff_ci_low"], sign * r["pass_diff_ci_high"]))
+        return f"{sign * r['pass_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
     # -- sections
     def header(self) -> list[str]:
@@ -397,16 +413,19 @@ class _Builder:
         k1, kx, ref = 1, self.kmax, self.ref
         header = ["policy", f"pass@{k1} [95% CI]", f"pass@{kx} [95% CI]", f"n3 pass@{k1}",
                   f"n4 pass@{k1}", f"n3 pass@{kx}", f"n4 pass@{kx}", f"OOD pass@{k1}",
-                  f"OOD pass@{kx}", f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})"]
+                  f"OOD pass@{kx}", f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})",
+                  f"pass@{k1} - {ref} [95% CI]"]
         rows = [self.marker_row(p, [f"eval/{p}.json"], len(header)) or [
             p, self.ci(p, k1), self.ci(p, kx),
             *(_f(self.ev(p, "test", f"n{m}", f"pass@{k}")) for k in (k1, kx) for m in (3, 4)),
             _f(self.ev(p, "ood", f"pass@{k1}")), _f(self.ev(p, "ood", f"pass@{kx}")),
-            self.pvalue(p, k1), self.pvalue(p, kx)]
+            self.pvalue(p, k1), self.pvalue(p, kx), self.pass_diff(p, k1)]
             for p in self.inp.policies if not p.startswith("distill_")]
         return ["## Policies (S4 Table 1)", "",
                 ("Unbiased pass@k on the held-out 3-4-number test split, its 3-/4-number parts "
-                 "and the OOD split (5-6 numbers, targets 250-1000)."), "",
+                 "and the OOD split (5-6 numbers, targets 250-1000). McNemar p uses sample 0 of "
+                 f"each problem; the last column is the pass@{k1} difference from every "
+                 "sample, with its paired bootstrap interval over problems."), "",
                 *_table(header, rows), *self.figure("pass_at_k"), *self.figure("splits")]
 
     def best_of_n(self) -> list[str]:

@@ -15,21 +15,17 @@ import time
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from ..logprobs import sequence_logprobs
 from .losses import ipo_loss
 from .sft import (
-    SeededShuffle,
-    _Examples,
-    _optimizer,
     check_config,
     collate,
     example_row,
-    make_scheduler,
+    optimizer_step,
     pad_token_id,
-    planned_steps,
+    prepare_loop,
     setup_run,
     stop_reason,
     window_means,
@@ -113,15 +109,9 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: dict[str, Any
     ref = pair_logprobs(ref_model.to(accelerator.device), rows, pad_id, cfg["batch_size"])
     items = [(c, r, lp) for (c, r), lp in zip(rows, ref)]
 
-    sampler = SeededShuffle(len(items), cfg["seed"])
-    loader = DataLoader(_Examples(items), batch_size=cfg["batch_size"], sampler=sampler,
-                        drop_last=len(items) >= cfg["batch_size"],
-                        collate_fn=lambda b: collate_pairs(b, pad_id))
+    model, loop = prepare_loop(accelerator, model, items, cfg, lambda b: collate_pairs(b, pad_id))
+    scheduler, loader, sampler, total = loop.scheduler, loop.loader, loop.sampler, loop.total
     steps_per_epoch = len(loader)
-    total = planned_steps(cfg, steps_per_epoch)
-    optimizer = _optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]))
-    scheduler = make_scheduler(optimizer, cfg, total)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     if main:
         print(f"[ipo] {len(pairs)} pairs -> {len(rows)} within max_len={cfg['max_len']}, "
               f"{total} steps of {cfg['batch_size']} pairs on {n_proc} process(es), "
@@ -138,12 +128,7 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: dict[str, Any
             lp = _mean_logprobs(model, batch).view(-1, 2)  # B x [chosen, rejected]
             out = ipo_loss(lp[:, 0], lp[:, 1], batch["ref"][:, 0], batch["ref"][:, 1],
                            beta=float(cfg["beta"]), rpo_alpha=float(cfg["rpo_alpha"]))
-            accelerator.backward(out.loss.mean())
-            grad_norm = (accelerator.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
-                         if cfg["grad_clip"] else torch.tensor(float("nan")))
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            grad_norm = optimizer_step(accelerator, model, loop, out.loss.mean(), cfg["grad_clip"])
             step += 1
 
             # sums over this process's pairs, then over processes; / n = means per pair

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from accelerate import Accelerator
@@ -219,6 +219,42 @@ def make_scheduler(optimizer, cfg: dict[str, Any], total: int):
                          num_training_steps=total)
 
 
+class Loop(NamedTuple):
+    """What a supervised loop steps through (see `prepare_loop`)."""
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loader: DataLoader
+    sampler: SeededShuffle
+    total: int  # planned optimizer steps
+
+
+def prepare_loop(accelerator: Accelerator, model, items: list, cfg: dict[str, Any], collate_fn,
+                 lengths: list[int] | None = None):
+    """(model, Loop) for a supervised loop over `items` (SFT rows, IPO pairs): the seeded
+    (optionally length-grouped) shuffle, its DataLoader, AdamW, the lr schedule over the
+    planned steps, all passed through `accelerator.prepare`."""
+    sampler = SeededShuffle(len(items), cfg["seed"], lengths, cfg["batch_size"])
+    loader = DataLoader(_Examples(items), batch_size=cfg["batch_size"], sampler=sampler,
+                        drop_last=len(items) >= cfg["batch_size"], collate_fn=collate_fn)
+    total = planned_steps(cfg, len(loader))
+    optimizer = _optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]))
+    scheduler = make_scheduler(optimizer, cfg, total)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    return model, Loop(optimizer, scheduler, loader, sampler, total)
+
+
+def optimizer_step(accelerator: Accelerator, model, loop: Loop, loss: torch.Tensor,
+                   grad_clip: float | None) -> torch.Tensor:
+    """Backward, clip (NaN norm when off), step, schedule, zero: one optimizer step."""
+    accelerator.backward(loss)
+    grad_norm = (accelerator.clip_grad_norm_(model.parameters(), grad_clip)
+                 if grad_clip else torch.tensor(float("nan")))
+    loop.optimizer.step()
+    loop.scheduler.step()
+    loop.optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
 def stop_reason(accelerator, cfg: dict[str, Any], step: int, total: int, t0: float) -> str | None:
     """Why training stops after `step` (None: go on). Agreed by all processes."""
     if step >= total:
@@ -270,17 +306,10 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, 
         raise ValueError(f"no completion token fits in max_len={cfg['max_len']} "
                          "(prompts too long, or too little text to pack one block)")
     lengths = None if cfg["pack"] or not cfg["group_by_length"] else [len(r[0]) for r in rows]
-    sampler = SeededShuffle(len(rows), cfg["seed"], lengths, cfg["batch_size"])
     pad_id = pad_token_id(tokenizer)
-    loader = DataLoader(_Examples(rows), batch_size=cfg["batch_size"], sampler=sampler,
-                        drop_last=len(rows) >= cfg["batch_size"],
-                        collate_fn=lambda b: collate(b, pad_id))
+    model, loop = prepare_loop(accelerator, model, rows, cfg, lambda b: collate(b, pad_id), lengths)
+    scheduler, loader, sampler, total = loop.scheduler, loop.loader, loop.sampler, loop.total
     steps_per_epoch = len(loader)
-    total = planned_steps(cfg, steps_per_epoch)
-
-    optimizer = _optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]))
-    scheduler = make_scheduler(optimizer, cfg, total)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     if main:
         print(f"[train] {len(examples)} examples -> {len(rows)} rows "
               f"({n_cut} cut at max_len={cfg['max_len']}), "
@@ -298,12 +327,7 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: dict[str, 
                 model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                       use_cache=False).logits,
                 batch["input_ids"], batch["completion_mask"])
-            accelerator.backward(out.loss)
-            grad_norm = (accelerator.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
-                         if cfg["grad_clip"] else torch.tensor(float("nan")))
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            grad_norm = optimizer_step(accelerator, model, loop, out.loss, cfg["grad_clip"])
             step += 1
 
             # numbers for the log, summed over processes
