@@ -10,11 +10,18 @@ import torch
 from countdown_rlvr.io import StageError
 from countdown_rlvr.logprobs import sequence_logprobs
 from countdown_rlvr.model import build_tiny, load_model
+from countdown_rlvr.sampling import Sample
 from countdown_rlvr.train import train_sft
 from countdown_rlvr.train.rloo import (
     DIAGNOSTICS,
     Curriculum,
+    _loss,
+    _Sums,
+    check_rloo_config,
     curriculum_tiers,
+    micro_batches,
+    pack_rollouts,
+    reference_logprobs,
     rloo_config,
     step_problems,
     train_rloo,
@@ -123,6 +130,45 @@ def test_tempered_rollouts_are_scored_under_the_tempered_policy(tiny_dir, one_th
     assert st["is_weight_mean_first"] == pytest.approx(1.0, abs=1e-4)
     assert st["is_clip_frac_first"] == 0.0
     assert st["kl_first"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_length_sorted_micro_batches_give_the_whole_batch_gradient(tiny_dir, one_thread):
+    """Micro-batches sorted by completion length and cut to their own width give the same
+    reference log-probs and the same accumulated gradient as one whole-batch forward."""
+    model, tok = load_model(tiny_dir)
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    with torch.no_grad():  # a reference that differs from the policy: the KL term is not 0
+        for p in ref.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+    g = torch.Generator().manual_seed(0)
+    lengths = [[3, 12, 5, 16], [1, 9, 7, 14]]
+    samples = [[Sample(text="", token_ids=torch.randint(10, model.config.vocab_size, (n,),
+                                                        generator=g).tolist(),
+                       n_tokens=n, finish_reason="stop", logprobs=[-2.0] * n) for n in group]
+               for group in lengths]
+    ro = pack_rollouts(tok, [PROMPT, "Numbers: 1 2 Target: 3\n"], samples, "cpu")
+    B, T = 8, 0.7
+    chunks = micro_batches(ro.mask.sum(-1), 3)
+    assert [ro.mask[c].sum(-1).tolist() for c in chunks] == [[16, 14, 12], [9, 7, 5], [3, 1]]
+    assert micro_batches(ro.mask.sum(-1), 8) == micro_batches(ro.mask.sum(-1), None) == [slice(0, B)]
+    whole = [slice(0, B)]
+    ref_whole = reference_logprobs(ref, ro, whole, T)
+    assert torch.allclose(reference_logprobs(ref, ro, chunks, T), ref_whole, atol=1e-5)
+    assert (ref_whole[ro.mask == 0] == 0).all() and (ref_whole[ro.mask == 1] < 0).all()
+    cfg = check_rloo_config({**CFG, "kl_coef": 0.1, "entropy_coef": 0.01,
+                             "sampler": {"temperature": T}})
+    adv = torch.randn(B, generator=g)
+
+    def grads(selection):
+        model.zero_grad()
+        ref_logp = reference_logprobs(ref, ro, selection, T)
+        for c in selection:
+            _loss(model, ro, c, adv, ref_logp, None, cfg, _Sums()).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    for a, b in zip(grads(whole), grads(chunks)):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert any(a.abs().sum() > 0 for a in grads(whole))
 
 
 def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):

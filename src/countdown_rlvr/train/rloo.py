@@ -308,36 +308,82 @@ def rollout_temperature(cfg: dict) -> float:
     return t if t > 0 else 1.0
 
 
-def _loss(model, ro: Rollouts, c: slice, adv: torch.Tensor, ref_logp, teacher, cfg: dict,
+def micro_batches(lengths: torch.Tensor, size: int | None) -> list:
+    """Row selections of one step's micro-batches, for completion `lengths` [B].
+
+    One micro-batch (size null or >= B): every row in order, `slice(0, B)`. Several: rows sorted
+    by length (longest first, stable) and cut into `size`-row chunks, so that each chunk is cut
+    to its own longest completion (`_width`) instead of the step's: rollout lengths vary several
+    fold, and in a mixed chunk most of the compute would go to padding."""
+    B = len(lengths)
+    if size is None or size >= B:
+        return [slice(0, B)]
+    order = torch.argsort(lengths, descending=True, stable=True)
+    return [order[i:i + size] for i in range(0, B, size)]
+
+
+def _width(ro: Rollouts, c) -> int:
+    """Completion columns the rows `c` need: their longest completion (EOS included)."""
+    return max(int(ro.mask[c].sum(-1).max()), 1)
+
+
+@torch.no_grad()
+def reference_logprobs(ref_model, ro: Rollouts, chunks: list, temperature: float) -> torch.Tensor:
+    """[B, C] log-probs of the rollout tokens under the tempered reference softmax(z / T),
+    computed micro-batch by micro-batch (each cut to its own width); 0 on padding."""
+    out = torch.zeros_like(ro.mask)
+    for c in chunks:
+        L = _width(ro, c)
+        cols = ro.start + L
+        out[c, :L] = token_logprobs(completion_logits(ref_model, ro.input_ids[c, :cols],
+                                                      ro.attention_mask[c, :cols], ro.start)
+                                    / temperature, ro.input_ids[c, ro.start:cols])
+    return out * ro.mask
+
+
+def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: dict,
           sums: _Sums) -> torch.Tensor:
-    """The loss of the rollouts `c` (S4 eq. 3 / eq. 4, Alg. 1 lines 4-9), as a mean per sequence."""
-    m, targets = ro.mask[c], ro.input_ids[c, ro.start:]
-    logits = completion_logits(model, ro.input_ids[c], ro.attention_mask[c], ro.start)
+    """The share of the rollouts `c` (a `micro_batches` row selection) in the loss of the whole
+    batch (S4 eq. 3 / eq. 4, Alg. 1 lines 4-9): summed over the micro-batches it is that loss,
+    whose policy-gradient term is a mean per sequence and whose KL / entropy / distillation
+    terms are means per response token. Columns past the rows' longest completion are
+    dropped: under the causal mask they change no logit of a kept position."""
+    L = _width(ro, c)
+    cols = ro.start + L
+    m, targets = ro.mask[c, :L], ro.input_ids[c, ro.start:cols]
+    n_tok, n_seq = m.sum().item(), m.shape[0]
+    # this micro-batch's share of the batch's sequences and of its response tokens
+    seq_w, tok_w = n_seq / ro.mask.shape[0], n_tok / max(ro.mask.sum().item(), 1)
+    logits = completion_logits(model, ro.input_ids[c, :cols], ro.attention_mask[c, :cols], ro.start)
     tempered = logits / rollout_temperature(cfg)  # the policy that sampled: softmax(z / T)
     logp = token_logprobs(tempered, targets) * m  # with grad
     ent = token_entropy(tempered if cfg["entropy_coef"] > 0 else tempered.detach())
-    w = clipped_is_weight(logp.sum(-1), ro.sampler_logp[c].sum(-1), float(cfg["is_clip"]))
+    w = clipped_is_weight(logp.sum(-1), ro.sampler_logp[c, :L].sum(-1), float(cfg["is_clip"]))
     # lambda_RL scales the policy-gradient term only: applied to the advantages, so that
-    # the KL and entropy coefficients keep their meaning
+    # the KL and entropy coefficients keep their meaning. The token-mean terms are reweighted
+    # from this micro-batch's tokens to the batch's before the whole is scaled by seq_w.
+    per_token = tok_w / seq_w
     loss, st = rloo_policy_loss(
         logp, m, adv[c] * float(cfg["rl_coef"]), is_weight=w.weight,
-        ref_logp=None if ref_logp is None else ref_logp[c], entropy=ent,
-        kl_coef=float(cfg["kl_coef"]), entropy_coef=float(cfg["entropy_coef"]), agg=cfg["loss_agg"])
-    n_tok, n_seq = m.sum().item(), c.stop - c.start
+        ref_logp=None if ref_logp is None else ref_logp[c, :L], entropy=ent,
+        kl_coef=float(cfg["kl_coef"]) * per_token,
+        entropy_coef=float(cfg["entropy_coef"]) * per_token, agg=cfg["loss_agg"])
     if teacher is not None:
         t_ids, t_attn, t_start = ro.teacher
         with torch.no_grad():
-            t_logits = completion_logits(teacher, t_ids[c], t_attn[c], t_start)
+            t_logits = completion_logits(teacher, t_ids[c, :t_start + L], t_attn[c, :t_start + L],
+                                         t_start)
         fkl = forward_kl(t_logits, logits, m, float(cfg["distill_temperature"])).sum() / max(n_tok, 1)
-        loss = loss + float(cfg["distill_coef"]) * fkl
+        loss = loss + float(cfg["distill_coef"]) * per_token * fkl
         sums.add("forward_kl", fkl.item() * n_tok, n_tok)
-    sums.add("loss", loss.item() * n_seq, n_seq)
+    share = loss * seq_w
+    sums.add("loss", share.item(), seq_w)  # weights sum to 1 per epoch: the batch loss
     sums.add("entropy", st["entropy"] * n_tok, n_tok)
     if ref_logp is not None:
         sums.add("kl", st["kl"] * n_tok, n_tok)
     sums.add("is_weight_mean", w.mean_raw.item() * n_seq, n_seq)  # unclipped: off-policyness
     sums.add("is_clip_frac", w.clip_frac.item() * n_seq, n_seq)
-    return loss
+    return share
 
 
 # --------------------------------------------------------------------------- training
@@ -408,19 +454,13 @@ def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_mod
         sums = group_sums(rewards, correct, adv.cpu(), ro.mask.cpu())
 
         # ---- lines 3-11: ppo_epochs updates on this batch, micro-batched
-        B = len(adv)
-        mb = cfg["micro_batch"] or B
-        chunks = [slice(i, min(i + mb, B)) for i in range(0, B, mb)]
-        ref_logp = None
-        if ref_model is not None:  # the reference is fixed within a step: one forward, no grad
-            with torch.no_grad():
-                ref_logp = torch.cat([token_logprobs(
-                    completion_logits(ref_model, ro.input_ids[c], ro.attention_mask[c], ro.start)
-                    / rollout_temperature(cfg), ro.input_ids[c, ro.start:]) for c in chunks]) * ro.mask
+        chunks = micro_batches(ro.mask.sum(-1), cfg["micro_batch"])
+        # the reference is fixed within a step: one forward, no grad
+        ref_logp = (None if ref_model is None else
+                    reference_logprobs(ref_model, ro, chunks, rollout_temperature(cfg)))
         for _ in range(cfg["ppo_epochs"]):
-            for c in chunks:  # micro-batch losses are per-sequence means: weight to the batch mean
-                loss = _loss(model, ro, c, adv, ref_logp, teacher, cfg, sums)
-                accelerator.backward(loss * ((c.stop - c.start) / B))
+            for c in chunks:  # gradient accumulation: the shares add up to the batch loss
+                accelerator.backward(_loss(model, ro, c, adv, ref_logp, teacher, cfg, sums))
             if cfg["grad_clip"]:
                 gn = accelerator.clip_grad_norm_(model.parameters(), float(cfg["grad_clip"]))
                 sums.add("grad_norm", float(gn), 1)
