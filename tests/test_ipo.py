@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import RecordingLive
 from test_sft import TINY, launch_two_processes
 
 from countdown_rlvr.model import build_tiny, load_model
@@ -23,20 +24,6 @@ CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 20, "warmup_frac
        "beta": 0.5, "rpo_alpha": 0.0, "seed": 0, "log_every": 5}
 
 
-class Live:  # the two dvclive calls the loop uses
-    def __init__(self):
-        self.rows, self.step = [], 0
-
-    def log_metric(self, name, value):
-        self.rows.append((self.step, name, value))
-
-    def next_step(self):
-        self.step += 1
-
-    def curve(self, name):
-        return [v for _, n, v in self.rows if n == name]
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     return build_tiny(TINY, tmp_path_factory.mktemp("tiny") / "m", seed=0)
@@ -46,7 +33,7 @@ def run(tiny_dir, cfg, pairs=PAIRS):
     model, tok = load_model(str(tiny_dir))
     ref, _ = load_model(str(tiny_dir))
     ref.eval().requires_grad_(False)
-    live, st = Live(), {}
+    live, st = RecordingLive(), {}
     model = train_ipo(model, ref, tok, pairs, cfg, live=live, stats=st)
     return model, ref, live, st
 
@@ -55,9 +42,9 @@ def test_ipo_separates_pairs_and_starts_at_zero_margin(tiny_dir, one_thread):
     model, ref, live, st = run(tiny_dir, CFG)
     assert st["steps"] == 20 and st["stopped_by"] == "max_steps" and st["pairs_used"] == len(PAIRS)
     # step 1: the policy is the reference, so the margin is 0 and the loss is (1/(2 beta))^2
-    assert live.curve("train/margin")[0] == pytest.approx(0.0, abs=1e-5)
-    assert live.curve("train/loss")[0] == pytest.approx((1 / (2 * CFG["beta"])) ** 2, rel=1e-5)
-    assert live.curve("train/pref_acc")[0] == pytest.approx(0.0)  # 0 is not > 0
+    assert live.curve("margin")[0] == pytest.approx(0.0, abs=1e-5)
+    assert live.curve("loss")[0] == pytest.approx((1 / (2 * CFG["beta"])) ** 2, rel=1e-5)
+    assert live.curve("pref_acc")[0] == pytest.approx(0.0)  # 0 is not > 0
     # training moves the margin towards its target 1/(2 beta) = 1 and ranks every pair right
     assert 0.5 < st["margin_final"] < 1.5, st
     assert st["pref_acc_final"] == 1.0 and st["loss_final"] < 0.25 * st["loss_first"], st
@@ -87,12 +74,12 @@ def test_rpo_anchor_is_length_normalised_nll_and_run_is_deterministic(tiny_dir, 
         batch = collate([example_row(tok, p["prompt"], p["chosen"])], tok.pad_token_id)
         logits = model(input_ids=batch["input_ids"]).logits
         per_pair.append(completion_nll(logits, batch["input_ids"], batch["completion_mask"]).loss.item())
-    assert live1.curve("train/chosen_nll")[0] == pytest.approx(sum(per_pair) / len(per_pair), rel=1e-5)
+    assert live1.curve("chosen_nll")[0] == pytest.approx(sum(per_pair) / len(per_pair), rel=1e-5)
     # loss = IPO term + alpha * (mean per-token NLL of the chosen completion), every step
-    for loss, ipo, nll in zip(live1.curve("train/loss"), live1.curve("train/ipo"),
-                              live1.curve("train/chosen_nll")):
+    for loss, ipo, nll in zip(live1.curve("loss"), live1.curve("ipo"),
+                              live1.curve("chosen_nll")):
         assert loss == pytest.approx(ipo + 0.5 * nll, rel=1e-5)
-    assert live1.curve("train/chosen_nll")[0] > 0
+    assert live1.curve("chosen_nll")[0] > 0
     assert live1.rows == live2.rows
     assert all(torch.equal(a, b) for a, b in zip(m1.state_dict().values(), m2.state_dict().values()))
 

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 import torch
+from helpers import RecordingLive
 
 from countdown_rlvr.io import StageError
 from countdown_rlvr.logprobs import sequence_logprobs
@@ -36,20 +37,6 @@ PROMPT = "Numbers: 2 3 4 Target: 14\n"
 GOOD, BAD = "<answer>2 + 3 * 4</answer>", "<answer>2 * 3 + 4</answer>"  # 14 (correct) / 10
 CFG = {"steps": 3, "lr": 3e-4, "group_size": 8, "prompts_per_step": 1, "kl_coef": 0.0,
        "entropy_coef": 0.0, "sampler": {"max_new_tokens": 16}, "log_every": 100}
-
-
-class Live:  # the two dvclive calls the loop uses
-    def __init__(self):
-        self.rows, self.step = [], 0
-
-    def log_metric(self, name, value):
-        self.rows.append((self.step, name, value))
-
-    def next_step(self):
-        self.step += 1
-
-    def curve(self, name):
-        return [v for _, n, v in self.rows if n == f"train/{name}"]
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +80,7 @@ def test_rloo_logs_every_diagnostic_and_is_deterministic(toy_policy, one_thread)
     runs = []
     for _ in range(2):
         ref = copy.deepcopy(model).eval().requires_grad_(False)
-        live, st = Live(), {}
+        live, st = RecordingLive(), {}
         trained = train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, ref_model=ref, live=live,
                              stats=st)
         runs.append((trained.state_dict(), live.rows, st))
@@ -102,7 +89,7 @@ def test_rloo_logs_every_diagnostic_and_is_deterministic(toy_policy, one_thread)
     assert rows1 == rows2
     logged = {n for _, n, _ in rows1}
     assert logged == {f"train/{k}" for k in DIAGNOSTICS if k not in ("forward_kl", "curriculum_level")}
-    live = Live()
+    live = RecordingLive()
     live.rows = rows1
     for name in logged:
         assert len(live.curve(name.removeprefix("train/"))) == cfg["steps"]
@@ -181,7 +168,7 @@ def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
     cfg = {**CFG, "steps": 4, "group_size": 4, "prompts_per_step": 2, "lr": 1e-2,
            "reward": "binary", "curriculum": True, "curriculum_window": 1,
            "curriculum_threshold": 0.0, "curriculum_target_bins": 1}
-    live, st = Live(), {}
+    live, st = RecordingLive(), {}
     model = train_rloo(model, tok, problems, cfg, live=live, stats=st)
     assert live.curve("zero_std_frac") == [1.0] * 4
     assert live.curve("reward_std") == [0.0] * 4 and live.curve("advantage_std") == [0.0] * 4
@@ -250,7 +237,7 @@ def test_opd_forward_kl_is_zero_for_the_student_itself_and_falls_toward_a_teache
         toy_policy, tiny_dir, one_thread):
     model, tok = toy_policy
     cfg = {**CFG, "steps": 1, "distill_coef": 0.5, "rl_coef": 0.5, "distill_temperature": 1.0}
-    live, st = Live(), {}
+    live, st = RecordingLive(), {}
     train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=copy.deepcopy(model),
                live=live, stats=st)
     assert st["forward_kl_first"] == pytest.approx(0.0, abs=1e-6)
@@ -261,7 +248,7 @@ def test_opd_forward_kl_is_zero_for_the_student_itself_and_falls_toward_a_teache
     teacher, _ = load_model(str(tiny_dir))
     cfg = {**CFG, "steps": 4, "lr": 3e-3, "distill_coef": 1.0, "rl_coef": 0.0,
            "distill_temperature": 1.3}
-    live, st = Live(), {}
+    live, st = RecordingLive(), {}
     train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=teacher, live=live, stats=st)
     kl = live.curve("forward_kl")
     assert kl[0] > 0.5 and all(b < a for a, b in itertools.pairwise(kl)), kl

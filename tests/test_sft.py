@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import RecordingLive
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,18 +81,8 @@ def test_train_sft_learns_and_is_deterministic(tiny_dir):
 
 
 def test_train_sft_time_budget_packing_and_logging(tiny_dir):
-    class Live:  # the two dvclive calls the loop uses
-        def __init__(self):
-            self.rows, self.step = [], 0
-
-        def log_metric(self, name, value):
-            self.rows.append((self.step, name, value))
-
-        def next_step(self):
-            self.step += 1
-
     model, tok = load_model(str(tiny_dir))
-    live, st = Live(), {}
+    live, st = RecordingLive(), {}
     cfg = {**CFG, "time_budget_s": 0, "epochs": 3, "pack": True, "max_len": 16}
     train_sft(model, tok, [("", c) for _, c in TOY], cfg, live=live, stats=st)
     assert st["steps"] == 1 and st["stopped_by"] == "time_budget"
