@@ -11,15 +11,22 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/base.py`
 import tempfile
 from pathlib import Path
 
-from countdown_rlvr.io import StageError, atomic_path, load_params, section, write_json
+from countdown_rlvr import headline
+from countdown_rlvr.io import (
+    StageError,
+    atomic_path,
+    empty_curves,
+    load_params,
+    section,
+    write_json,
+    write_metrics,
+    write_timing,
+)
 from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model, pretraining_corpus
 from countdown_rlvr.train import is_main_process
 from countdown_rlvr.train.run import fit_and_save, training_config
 
 OUT = Path("data/models/base")
-METRICS = "reports/metrics/base.json"
-TIMINGS = "reports/timings/base.json"
-LIVE = Path("dvclive/base")
 
 
 def passthrough(base: str) -> None:
@@ -33,13 +40,11 @@ def passthrough(base: str) -> None:
     with atomic_path(OUT) as tmp:
         tmp.mkdir()
         write_json(tmp / REF_FILE, {"base": base})
-    # the declared plot dir must exist: header-only curves, i.e. empty plots
-    for name in ("loss", "token_acc"):
-        (LIVE / "plots/metrics/train").mkdir(parents=True, exist_ok=True)
-        (LIVE / f"plots/metrics/train/{name}.tsv").write_text(f"step\t{name}\n")
-    write_json(METRICS, {"base": base, "trained": False,
-                         "note": "pass-through: downstream stages load this model"})
-    write_json(TIMINGS, {"seconds": 0.0})
+    empty_curves("base", ("loss", "token_acc"))  # the declared curve dir: empty plots
+    write_metrics("base", {"base": base, "trained": False,
+                           "note": "pass-through: downstream stages load this model"},
+                  headline.training)
+    write_timing("base", {"seconds": 0.0})
     print(f"[base] wrote {OUT}/{REF_FILE} -> {base} (pass-through, nothing trained)")
 
 

@@ -3,8 +3,9 @@ on paired per-problem outcomes for each pair in `compare.pairs` (SPEC §6)."""
 
 from pathlib import Path
 
+from countdown_rlvr import headline
 from countdown_rlvr.evaluate import compare_markdown, compare_policies, read_records
-from countdown_rlvr.io import StageError, load_params, section, write_json, write_text
+from countdown_rlvr.io import StageError, load_params, section, write_metrics, write_text
 
 COMPARE_KEYS = ("pairs", "ks", "seed", "splits", "exact", "n_boot", "alpha", "boot_seed")
 
@@ -35,10 +36,11 @@ def main() -> None:
                                   boot_seed=int(c["boot_seed"]))
     except ValueError as exc:
         raise StageError("compare", f"{exc} (check `compare:` in params.yaml)") from exc
-    write_json("reports/metrics/compare.json", report)
+    write_metrics("compare", report, headline.comparison)
     write_text("reports/compare.md", compare_markdown(report))
     print(f"[compare] {len(records)} policies, {len(pairs)} pairs: "
-          "wrote reports/metrics/compare.json and reports/compare.md")
+          "wrote reports/details/compare.json, reports/metrics/compare.json (headline) and "
+          "reports/compare.md")
 
 
 if __name__ == "__main__":

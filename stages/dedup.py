@@ -1,6 +1,7 @@
 """Stage `dedup`: MiniLM + FAISS near-duplicate removal of the verified traces
 (S1 §3.2.1), then the seeded train / validation split used by `sft`."""
 
+from countdown_rlvr import headline
 from countdown_rlvr.dedup import dedup_records, train_val_split
 from countdown_rlvr.io import (
     StageError,
@@ -8,8 +9,9 @@ from countdown_rlvr.io import (
     read_jsonl,
     require_inputs,
     section,
-    write_json,
     write_jsonl,
+    write_metrics,
+    write_timing,
 )
 
 OUT = "data/sft"
@@ -34,8 +36,8 @@ def main() -> None:
     metrics["split"] = {"train": len(train), "val": len(val)}
     # embeddings/s is a timing, not a result: it lives outside the versioned metrics
     timing = {"embeddings_per_s": metrics.pop("embeddings_per_s")}
-    write_json("reports/metrics/dedup.json", metrics)
-    write_json("reports/timings/dedup.json", timing)
+    write_metrics("dedup", metrics, headline.dedup)
+    write_timing("dedup", timing)
     print(f"[dedup] kept {metrics['kept']}/{metrics['total']} traces; wrote {OUT}/train.jsonl "
           f"({len(train)}), {OUT}/val.jsonl ({len(val)}), reports/metrics/dedup.json")
 

@@ -8,6 +8,7 @@ reports/metrics/diagnose.json and reports/timings/diagnose.json.
 
 import time
 
+from countdown_rlvr import headline
 from countdown_rlvr.evaluate import evaluate_policy, policy_ref, write_records
 from countdown_rlvr.io import (
     StageError,
@@ -15,8 +16,9 @@ from countdown_rlvr.io import (
     read_jsonl,
     require_inputs,
     section,
-    write_json,
     write_jsonl,
+    write_metrics,
+    write_timing,
 )
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
 from countdown_rlvr.task import REWARDS
@@ -48,8 +50,8 @@ def main() -> None:
     failed = failed_attempts(records)
     write_records(records, RECORDS)
     write_jsonl(FAILED, failed)
-    write_json("reports/metrics/diagnose.json", metrics)
-    write_json("reports/timings/diagnose.json", {"seconds": round(time.time() - t0, 2)})
+    write_metrics("diagnose", metrics, headline.diagnose)
+    write_timing("diagnose", {"seconds": round(time.time() - t0, 2)})
     print(f"[diagnose] pass@1 {metrics['pass@1']:.3f}, pass@{d['k']} {metrics['pass@k']:.3f}, "
           f"all-fail {metrics['all_fail']:.3f}, zero-informative {metrics['zero_informative']:.3f}, "
           f"reward contrast {metrics['reward_contrast']:.3f}; {len(failed)} failed attempts")

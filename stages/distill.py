@@ -13,7 +13,15 @@ reports/timings/distill/<condition>.json, dvclive/distill/<condition>.
 import sys
 import time
 
-from countdown_rlvr.io import StageError, load_params, require_inputs, section, write_json
+from countdown_rlvr import headline
+from countdown_rlvr.io import (
+    StageError,
+    load_params,
+    require_inputs,
+    section,
+    write_metrics,
+    write_timing,
+)
 from countdown_rlvr.research import untrained
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples, read_repairs
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
@@ -46,8 +54,8 @@ def main(argv: list[str]) -> None:
         print(f"[{name}] warning: no successful {cond} repair; saving the SFT policy unchanged "
               f"as {out}")
         untrained(POLICY, out, name)
-        write_json(f"reports/metrics/{name}.json", {**info, "trained": False, "examples": 0})
-        write_json(f"reports/timings/{name}.json", {"seconds": round(time.time() - t0, 2)})
+        write_metrics(name, {**info, "trained": False, "examples": 0}, headline.training)
+        write_timing(name, {"seconds": round(time.time() - t0, 2)})
         return
     print(f"[{name}] {len(examples)} distinct successful repairs -> no-feedback SFT", flush=True)
     model, tok = init_policy("distill", POLICY, train_sec)

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from countdown_rlvr import headline
 from countdown_rlvr.eval import summarize
 from countdown_rlvr.evaluate import (
     evaluate_policy,
@@ -22,7 +23,7 @@ from countdown_rlvr.io import (
     read_jsonl,
     require_inputs,
     section,
-    write_json,
+    write_metrics,
 )
 from countdown_rlvr.task import REWARDS
 
@@ -76,12 +77,12 @@ def main(argv: list[str]) -> None:
 
     out, mpath = f"data/eval/{name}/records.parquet", f"reports/metrics/eval/{name}.json"
     write_records(records, out)
-    write_json(mpath, metrics)
+    write_metrics(f"eval/{name}", metrics, headline.evaluation)
     test = metrics["test"]
     print(f"[evaluate] {name}: test pass@1 {test['pass@1']:.3f}"
           + (f", ood pass@1 {metrics['ood']['pass@1']:.3f}" if "ood" in metrics else "")
           + f" ({time.time() - t0:.0f} s)")
-    print(f"[evaluate] wrote {out} ({len(records)} samples) and {mpath}")
+    print(f"[evaluate] wrote {out} ({len(records)} samples), {mpath} (details in reports/details/)")
 
 
 if __name__ == "__main__":

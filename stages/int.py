@@ -21,6 +21,7 @@ dvclive/int/{sft,solver_sft,rloo}.
 import time
 from collections import Counter
 
+from countdown_rlvr import headline
 from countdown_rlvr.eval import pass_at_k
 from countdown_rlvr.evaluate import evaluate_policy, policy_ref
 from countdown_rlvr.io import (
@@ -29,8 +30,9 @@ from countdown_rlvr.io import (
     read_jsonl,
     require_inputs,
     section,
-    write_json,
     write_jsonl,
+    write_metrics,
+    write_timing,
 )
 from countdown_rlvr.model import load_model
 from countdown_rlvr.research import untrained
@@ -188,9 +190,8 @@ def main() -> None:
         "sft": patch, "rloo": rl, "solver_sft": solver,
         "pass_at_k": passk, "mcnemar": tests,
     }
-    write_json("reports/metrics/int.json", metrics)
-    write_json("reports/timings/int.json", {"seconds": round(sum(seconds.values()), 2),
-                                            "phases": seconds})
+    write_metrics("int", metrics, headline.interventions)
+    write_timing("int", {"seconds": round(sum(seconds.values()), 2), "phases": seconds})
     summary = ", ".join(f"{n} {v['pass@k']:.3f}" for n, v in passk.items() if v["pass@k"] is not None)
     print(f"[int] pass@{s['k']} on the {len(unsolved)} previously unsolved: {summary or 'n/a'}")
     print(f"[int] wrote {INT_SFT}, {INT}, {SOLVER}, {OUT_ROWS}, reports/metrics/int.json")

@@ -9,13 +9,15 @@ of one `dvc repro`. The reference is the SFT policy, frozen. Also runs under
 
 import sys
 
+from countdown_rlvr import headline
 from countdown_rlvr.io import (
     StageError,
     load_params,
     read_jsonl,
     require_inputs,
     section,
-    write_json,
+    write_metrics,
+    write_timing,
 )
 from countdown_rlvr.pairs import SOURCES
 from countdown_rlvr.train.ipo import IPO_DEFAULTS, ipo_config, train_ipo
@@ -84,8 +86,8 @@ def main(argv: list[str]) -> None:
                "rpo_alpha": cfg["rpo_alpha"], "adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"]),
                **{k: round(v, 4) if isinstance(v, float) else v
                   for k, v in stats.items() if k in METRIC_KEYS}}
-    write_json(f"reports/metrics/ipo/{source}.json", metrics)
-    write_json(f"reports/timings/ipo/{source}.json", {k: stats[k] for k in TIMING_KEYS})
+    write_metrics(f"ipo/{source}", metrics, headline.ipo)
+    write_timing(f"ipo/{source}", {k: stats[k] for k in TIMING_KEYS})
     print(f"[ipo] wrote {out}, reports/metrics/ipo/{source}.json, reports/timings/ipo/{source}.json, "
           f"dvclive/ipo/{source} (margin {metrics['margin_first']} -> {metrics['margin_final']}, "
           f"pref acc {metrics['pref_acc_final']}, {stats['seconds']:.0f} s)")

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pandas as pd
 
+from countdown_rlvr import headline
 from countdown_rlvr.evaluate import evaluate_policy
 from countdown_rlvr.io import (
     StageError,
@@ -13,8 +14,8 @@ from countdown_rlvr.io import (
     read_jsonl,
     require_inputs,
     section,
-    write_json,
     write_jsonl,
+    write_metrics,
 )
 from countdown_rlvr.model import load_model
 from countdown_rlvr.pairs import SOURCES, base_pairs, scripted_pairs, teacher_pairs
@@ -65,7 +66,7 @@ def main() -> None:
             "mean_rejected_chars": sum(q["rejected_chars"] for q in rows) / len(rows) if rows else None,
         }
     metrics["base_sample_pass@1"] = float(base_df["correct"].mean())
-    write_json("reports/metrics/pairs.json", metrics)
+    write_metrics("pairs", metrics, headline.pairs)
     print(f"[pairs] wrote {OUT} ({len(pairs)} pairs: "
           + ", ".join(f"{s} {metrics[s]['pairs']}" for s in SOURCES) + ") and reports/metrics/pairs.json")
 

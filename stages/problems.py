@@ -2,7 +2,8 @@
 
 from collections import Counter
 
-from countdown_rlvr.io import StageError, load_params, section, write_json, write_jsonl
+from countdown_rlvr import headline
+from countdown_rlvr.io import StageError, load_params, section, write_jsonl, write_metrics
 from countdown_rlvr.task import generate_problems, problem_key
 
 OUT = "data/problems"
@@ -42,7 +43,7 @@ def main() -> None:
             },
         }
         print(f"[problems] wrote {OUT}/{name}.jsonl ({len(probs)} problems)")
-    write_json("reports/metrics/problems.json", metrics)
+    write_metrics("problems", metrics, headline.problems)
     print("[problems] wrote reports/metrics/problems.json")
 
 

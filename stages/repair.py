@@ -9,6 +9,7 @@ repair sample: the input of `distill`), reports/metrics/repair.json, reports/tim
 
 import time
 
+from countdown_rlvr import headline
 from countdown_rlvr.evaluate import policy_ref
 from countdown_rlvr.io import (
     StageError,
@@ -16,7 +17,8 @@ from countdown_rlvr.io import (
     read_jsonl,
     require_inputs,
     section,
-    write_json,
+    write_metrics,
+    write_timing,
 )
 from countdown_rlvr.model import load_model
 from countdown_rlvr.research.repair import (
@@ -62,11 +64,10 @@ def main() -> None:
                           r["batch_size"], backend=sampler["backend"])
     per_cond = repair_metrics(repairs)
     write_repairs(repairs, OUT)
-    write_json("reports/metrics/repair.json", {
+    write_metrics("repair", {
         "n_attempts": len(attempts), "n_problems": len({a["problem_id"] for a in attempts}),
-        "k": r["k"], "conditions": per_cond})
-    write_json("reports/timings/repair.json", {"seconds": round(time.time() - t0, 2),
-                                               "samples": len(repairs)})
+        "k": r["k"], "conditions": per_cond}, headline.repair)
+    write_timing("repair", {"seconds": round(time.time() - t0, 2), "samples": len(repairs)})
     for cond, m in per_cond.items():
         mc = m["mcnemar_vs_resample"]
         print(f"[repair] {cond:6s} success {m['success_rate']:.4f} ({m['successes']}/{m['n']}), "

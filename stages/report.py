@@ -1,9 +1,9 @@
-"""Stage `report`: figures in reports/figures/ and reports/report.md, from the metrics
-files (reports/metrics/) and dvclive curves (dvclive/) only (SPEC §7)."""
+"""Stage `report`: figures in reports/figures/ and reports/report.md, from the stages'
+measurements (reports/details/) and dvclive curves (dvclive/) only."""
 
 import time
 
-from countdown_rlvr.io import StageError, load_params, section, write_json
+from countdown_rlvr.io import DETAILS, StageError, load_params, section, write_timing
 from countdown_rlvr.report import (
     IPO_SOURCES,
     REPAIR,
@@ -29,7 +29,7 @@ def main() -> None:
                              f"{known} (or add it to `evaluate.policies`)")
     t0 = time.time()
     try:
-        inp = render_report("reports/metrics", "dvclive", "reports/report.md", "reports/figures",
+        inp = render_report(DETAILS, "dvclive", "reports/report.md", "reports/figures",
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
                             require_all=bool(r["require_all"]), reference=r["reference"],
                             best_of_n_policy=r["best_of_n_policy"], dpi=int(r["dpi"]))
@@ -38,7 +38,7 @@ def main() -> None:
         raise StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "
                          "is evaluated once it is in `evaluate.policies`), or set "
                          "`report.require_all: false` to render them as 'not run'") from exc
-    write_json("reports/timings/report.json", {"seconds": round(time.time() - t0, 2)})
+    write_timing("report", {"seconds": round(time.time() - t0, 2)})
     note = f" ({len(inp.missing)} inputs missing, marked 'not run')" if inp.missing else ""
     print(f"[report] wrote reports/report.md and reports/figures/{note}")
 

@@ -9,12 +9,20 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py`.
 import json
 from pathlib import Path
 
-from countdown_rlvr.io import load_params, read_jsonl, require_inputs, section, write_json
+from countdown_rlvr import headline
+from countdown_rlvr.io import (
+    DETAILS,
+    load_params,
+    read_jsonl,
+    require_inputs,
+    section,
+    write_metrics,
+)
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
 from countdown_rlvr.train.sft import completion_metrics, is_main_process
 
 TRAIN, VAL, BASE, OUT = "data/sft/train.jsonl", "data/sft/val.jsonl", "data/models/base", "data/models/sft"
-METRICS = Path("reports/metrics/sft.json")
+DETAIL = Path(f"{DETAILS}/sft.json")  # fit_and_save wrote it; the validation numbers join it
 
 
 def main() -> None:
@@ -30,12 +38,12 @@ def main() -> None:
         return
     # held-out completion NLL after training: what train loss alone cannot show (overfitting)
     v = completion_metrics(model, tok, val, cfg["max_len"], cfg["batch_size"])
-    metrics = {**json.loads(METRICS.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
+    metrics = {**json.loads(DETAIL.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
                "val_loss": round(v["loss"], 4) if val else None,
                "val_token_acc": round(v["token_acc"], 4) if val else None}
-    write_json(METRICS, metrics)
+    write_metrics("sft", metrics, headline.training)
     print(f"[sft] validation: loss {metrics['val_loss']}, token acc {metrics['val_token_acc']} "
-          f"({len(val)} examples) -> {METRICS}")
+          f"({len(val)} examples) -> reports/metrics/sft.json")
 
 
 if __name__ == "__main__":

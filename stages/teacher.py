@@ -15,14 +15,17 @@ import random
 import tempfile
 from pathlib import Path
 
+from countdown_rlvr import headline
 from countdown_rlvr.io import (
     StageError,
     atomic_path,
+    empty_curves,
     load_params,
     read_jsonl,
     require_inputs,
     section,
     write_json,
+    write_metrics,
 )
 from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model
 from countdown_rlvr.traces import strategy_prompt
@@ -39,7 +42,8 @@ def main() -> None:
         with atomic_path(OUT) as tmp:
             tmp.mkdir()
             write_json(tmp / REF_FILE, {"base": t["base"]})
-        write_json("reports/metrics/teacher.json", {"base": t["base"], "trained": False})
+        empty_curves("teacher")  # the declared curve dir: an empty plot
+        write_metrics("teacher", {"base": t["base"], "trained": False}, headline.training)
         print(f"[teacher] wrote {OUT}/{REF_FILE} -> {t['base']} (pass-through)")
         return
     if t["tiny_preset"] not in TINY_PRESETS:

@@ -7,6 +7,7 @@ easy and near-miss negatives from them.
 
 from collections import Counter
 
+from countdown_rlvr import headline
 from countdown_rlvr.evaluate import records_frame, score_samples
 from countdown_rlvr.io import (
     StageError,
@@ -15,8 +16,8 @@ from countdown_rlvr.io import (
     read_jsonl,
     require_inputs,
     section,
-    write_json,
     write_jsonl,
+    write_metrics,
 )
 from countdown_rlvr.model import load_model
 from countdown_rlvr.sampling import generate
@@ -62,13 +63,13 @@ def main() -> None:
     write_jsonl(OUT, traces)
     solved = df.groupby("problem_id")["correct"].any()
     by_n = df.groupby("n_numbers")
-    write_json("reports/metrics/teacher_traces.json", {
+    write_metrics("teacher_traces", {
         "samples": len(df), "kept": len(traces), "yield": float(df["correct"].mean()),
         "problems_with_a_trace": float(solved.mean()),
         "yield_by_operands": {f"n{k}": float(g["correct"].mean()) for k, g in by_n},
         "yield_by_strategy": {s: float(g["correct"].mean()) for s, g in df.groupby("strategy")},
         "failures": dict(sorted(Counter(f for f in df["failure"] if f).items())),
-    })
+    }, headline.teacher_traces)
     print(f"[teacher_traces] kept {len(traces)}/{len(df)} verified samples; wrote {OUT}, {SAMPLES}, "
           "reports/metrics/teacher_traces.json")
 

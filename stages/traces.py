@@ -3,14 +3,15 @@
 import random
 from collections import Counter
 
+from countdown_rlvr import headline
 from countdown_rlvr.io import (
     StageError,
     load_params,
     read_jsonl,
     require_inputs,
     section,
-    write_json,
     write_jsonl,
+    write_metrics,
 )
 from countdown_rlvr.task import solve_prompt
 from countdown_rlvr.traces import solver_traces
@@ -35,13 +36,13 @@ def main() -> None:
                                    "params.yaml)") from exc
     write_jsonl(OUT, rows)
     lengths = [len(r["completion"]) for r in rows]
-    write_json("reports/metrics/traces.json", {
+    write_metrics("traces", {
         "count": len(rows),
         "problems": len(problems),
         "by_strategy": dict(sorted(Counter(r["strategy"] for r in rows).items())),
         "by_operands": {f"n{k}": v for k, v in sorted(Counter(r["n_numbers"] for r in rows).items())},
         "mean_chars": sum(lengths) / max(1, len(lengths)),
-    })
+    }, headline.traces)
     print(f"[traces] wrote {OUT} ({len(rows)} traces) and reports/metrics/traces.json")
 
 

@@ -227,12 +227,12 @@ def test_evaluate_and_compare_end_to_end(pipeline):
     n_problems = params["problems"]["n_test"] + params["problems"]["n_ood"]
     assert len(recs) == n_problems * ev["n"] * len(ev["seeds"])
     assert recs["n_tokens"].max() <= params["sampler"]["max_new_tokens"]
-    metrics = json.loads(pipeline.read("reports/metrics/eval/base.json"))
+    metrics = json.loads(pipeline.read("reports/details/eval/base.json"))
     assert {"test", "ood", "diagnostics", "failures", "best_of_n", "samples"} <= set(metrics)
     assert metrics["test"]["n_problems"] == params["problems"]["n_test"]
     assert metrics["test"]["samples_per_group"] == ev["n"]
     assert sum(metrics["failures"].values()) == params["problems"]["n_test"] * ev["n"]
-    rep = json.loads(pipeline.read("reports/metrics/compare.json"))
+    rep = json.loads(pipeline.read("reports/details/compare.json"))
     assert set(rep["policies"]) == {"base"}
     assert "pass@1" in rep["policies"]["base"]["test"]
     for pair in params["compare"]["pairs"]:  # smoke: [[base, base]], all pairs concordant
@@ -242,9 +242,9 @@ def test_evaluate_and_compare_end_to_end(pipeline):
     assert (pipeline.path / "reports/compare.md").read_text().startswith("# Policy comparison")
     # determinism: forcing the stage again reproduces the records and metrics byte for byte
     before = [pipeline.read(f) for f in ("data/eval/base/records.parquet",
-                                         "reports/metrics/eval/base.json")]
+                                         "reports/details/eval/base.json")]
     pipeline.run("dvc", "repro", "-f", "-s", "evaluate@base")
     after = [pipeline.read(f) for f in ("data/eval/base/records.parquet",
-                                        "reports/metrics/eval/base.json")]
+                                        "reports/details/eval/base.json")]
     assert before == after
     assert np.isfinite(metrics["diagnostics"]["avg_score"])

@@ -10,12 +10,11 @@ DATA_STAGES = ["problems", "base", "traces", "teacher", "teacher_traces", "dedup
 
 
 def lock_outs(pipe) -> dict[str, str]:
-    """md5 of every output of the data stages, from dvc.lock (wall times excepted)."""
+    """md5 of every output of the data stages, from dvc.lock."""
     import yaml
 
     lock = yaml.safe_load(pipe.read("dvc.lock"))["stages"]
-    return {o["path"]: o["md5"] for s in DATA_STAGES for o in lock[s].get("outs", [])
-            if not o["path"].startswith("reports/timings/")}
+    return {o["path"]: o["md5"] for s in DATA_STAGES for o in lock[s].get("outs", [])}
 
 
 def ran(proc) -> set[str]:
@@ -28,7 +27,7 @@ def test_data_stages_run_cache_rerun_selectively_and_reproduce(pipeline, tmp_pat
     pairs = [json.loads(line) for line in pipeline.read("data/pairs/pairs.jsonl").splitlines()]
     assert {p["source"] for p in pairs} >= {"scripted", "base"}
     for name in ("problems", "traces", "teacher_traces", "dedup", "pairs"):
-        json.loads(pipeline.read(f"reports/metrics/{name}.json"))
+        json.loads(pipeline.read(f"reports/details/{name}.json"))
 
     assert ran(pipeline.repro("pairs", "dedup")) == set()  # nothing changed: nothing runs
 

@@ -24,7 +24,7 @@ def ran(proc) -> set[str]:
 
 
 def metrics(pipe, name: str) -> dict:
-    return json.loads(pipe.read(f"reports/metrics/{name}.json"))
+    return json.loads(pipe.read(f"reports/details/{name}.json"))
 
 
 def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):

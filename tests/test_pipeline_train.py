@@ -18,7 +18,7 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     assert {"sft", *(f"ipo@{s}" for s in SMOKE_SOURCES)} <= ran(first)
     pairs = [json.loads(line) for line in pipeline.read("data/pairs/pairs.jsonl").splitlines()]
     for source in SMOKE_SOURCES:
-        m = json.loads(pipeline.read(f"reports/metrics/ipo/{source}.json"))
+        m = json.loads(pipeline.read(f"reports/details/ipo/{source}.json"))
         assert m["source"] == source and m["pairs"] == sum(p["source"] == source for p in pairs) > 0
         assert m["steps"] == 3 and m["stopped_by"] == "max_steps", m
         # step 1 scores the SFT policy against itself: zero margin, loss (1/(2 beta))^2 + anchor
@@ -30,7 +30,7 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
         assert len(curve.splitlines()) == 1 + 3  # header + one row per step
         model, tok = load_model(str(pipeline.path / f"data/models/ipo/{source}"))
         assert model(**tok("Numbers: 1 2 3 Target: 6\n", return_tensors="pt")).logits.shape[-1] == len(tok)
-    sft = json.loads(pipeline.read("reports/metrics/sft.json"))
+    sft = json.loads(pipeline.read("reports/details/sft.json"))
     assert sft["adapter"] == "full" and sft["val_loss"] > 0 and 0 <= sft["val_token_acc"] <= 1
 
     again = pipeline.repro("ipo")
@@ -40,7 +40,7 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     # recorded base is the local base dir, which evaluate.policy_ref resolves and loads
     pipeline.set_params({"sft": {"adapter": "lora"}, "ipo": {"adapter": "lora"}})
     assert ran(pipeline.repro("ipo@scripted")) == {"sft", "ipo@scripted"}
-    assert json.loads(pipeline.read("reports/metrics/sft.json"))["adapter"] == "lora"
+    assert json.loads(pipeline.read("reports/details/sft.json"))["adapter"] == "lora"
     monkeypatch.chdir(pipeline.path)  # adapter configs record the base relative to the repo
     for out in ("data/models/sft", "data/models/ipo/scripted"):
         ref = policy_ref(out)

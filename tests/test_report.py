@@ -34,12 +34,12 @@ def copy_fixture(dest: Path) -> Path:
 
 def render(root: Path, **kw):
     kw.setdefault("configured", report_policies())
-    return render_report(root / "reports/metrics", root / "dvclive", root / "reports/report.md",
+    return render_report(root / "reports/details", root / "dvclive", root / "reports/report.md",
                          root / "reports/figures", **kw)
 
 
 def metrics(rel: str) -> dict:
-    return json.loads((FIXTURE / "reports/metrics" / rel).read_text())
+    return json.loads((FIXTURE / "reports/details" / rel).read_text())
 
 
 def table_rows(md: str, title: str) -> list[list[str]]:
@@ -128,7 +128,7 @@ def test_every_table_is_filled_from_the_metrics(complete):
 def test_differences_read_policy_minus_reference_in_either_pair_order(complete, tmp_path):
     _, md = complete
     root = copy_fixture(tmp_path)
-    path = root / "reports/metrics/compare.json"
+    path = root / "reports/details/compare.json"
     rep = json.loads(path.read_text())
     swapped = {}  # [rloo, sft] written as [sft, rloo]: every difference negated
     for k, r in rep["pairs"].pop("rloo_vs_sft")["test"].items():
@@ -154,7 +154,7 @@ def test_render_is_byte_identical(complete, tmp_path):
 
 def drop_sections(root: Path) -> None:
     for rel in ("repair.json", "eval/rloo.json", "ipo/hardneg.json"):
-        (root / "reports/metrics" / rel).unlink()
+        (root / "reports/details" / rel).unlink()
     shutil.rmtree(root / "dvclive/rloo")
 
 
@@ -194,8 +194,8 @@ def test_require_all_lists_the_missing_files_before_writing(tmp_path):
 def test_sources_outside_the_configuration_are_not_required(tmp_path):
     """An IPO source left out of `ipo.sources` is shown as not configured, not missing."""
     root = copy_fixture(tmp_path)
-    (root / "reports/metrics/ipo/hardneg.json").unlink()
-    (root / "reports/metrics/eval/ipo_hardneg.json").unlink()
+    (root / "reports/details/ipo/hardneg.json").unlink()
+    (root / "reports/details/eval/ipo_hardneg.json").unlink()
     sources = [s for s in IPO_SOURCES if s != "hardneg"]
     configured = [p for p in report_policies() if p != "ipo_hardneg"]
     inp = render(root, configured=configured, ipo_sources=sources, require_all=True)
@@ -209,10 +209,10 @@ def test_kl_curve_is_optional_the_others_are_not(tmp_path):
     root = copy_fixture(tmp_path)
     curves = root / "dvclive/rloo/plots/metrics/train"
     (curves / "kl.tsv").unlink()
-    inp = load_inputs(root / "reports/metrics", root / "dvclive", report_policies())
+    inp = load_inputs(root / "reports/details", root / "dvclive", report_policies())
     assert inp.missing == {} and "kl" not in inp.curves["rloo"]
     (curves / "entropy.tsv").unlink()
-    inp = load_inputs(root / "reports/metrics", root / "dvclive", report_policies())
+    inp = load_inputs(root / "reports/details", root / "dvclive", report_policies())
     assert list(inp.missing) == [f"{root.as_posix()}/dvclive/rloo/plots/metrics/**/entropy.tsv"]
     steps, values = inp.curves["rloo"]["reward_mean"]  # dvclive's TSV, read back
     assert steps.tolist() == list(range(len(steps))) and len(values) == len(steps) > 1
@@ -238,7 +238,7 @@ def test_stage_writes_report_figures_and_timing(tmp_path, monkeypatch, capsys):
 def test_stage_errors_name_the_fix(tmp_path, monkeypatch):
     root = copy_fixture(tmp_path)
     drop_sections(root)
-    with pytest.raises(SystemExit, match=r"(?s)\[report\] error: .*reports/metrics/repair.json"
+    with pytest.raises(SystemExit, match=r"(?s)\[report\] error: .*reports/details/repair.json"
                                          r".*require_all: false"):
         run_stage(root, monkeypatch)
     with pytest.raises(SystemExit, match=r"report.reference` 'nobody' is not a policy"):
@@ -274,6 +274,6 @@ def test_dvc_repro_runs_the_report_stage_once(pipeline):
     assert "not run" not in pipeline.read("reports/report.md").decode()
     second = pipeline.run("dvc", "repro", "--single-item", "report")
     assert "Running stage" not in second.stdout
-    (pipeline.path / "reports/metrics/repair.json").unlink()
+    (pipeline.path / "reports/details/repair.json").unlink()
     failed = pipeline.run("dvc", "repro", "--single-item", "report", check=False)
-    assert failed.returncode != 0 and "reports/metrics/repair.json" in failed.stderr
+    assert failed.returncode != 0 and "reports/details/repair.json" in failed.stderr

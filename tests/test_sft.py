@@ -178,7 +178,7 @@ def test_sft_stage_under_accelerate_two_processes(pipeline):
     proc = pipeline.run(*launch_two_processes("stages/sft.py"))
     assert "on 2 process(es)" in proc.stdout
     assert json.loads(pipeline.read("reports/timings/sft.json"))["processes"] == 2
-    metrics = json.loads(pipeline.read("reports/metrics/sft.json"))
+    metrics = json.loads(pipeline.read("reports/details/sft.json"))
     assert metrics["steps"] == metrics["planned_steps"] == 4, metrics  # global batch: same steps
     assert metrics["val_examples"] > 0 and 0 < metrics["val_loss"] < 20
     assert 0 <= metrics["val_token_acc"] <= 1

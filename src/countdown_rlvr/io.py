@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,35 @@ def write_json(dest: str | Path, obj: Any) -> None:
 
 def write_jsonl(dest: str | Path, rows: list[dict[str, Any]]) -> None:
     write_text(dest, "".join(json.dumps(r, sort_keys=True, default=_jsonable) + "\n" for r in rows))
+
+
+# Every stage's measurements (read by compare / report) vs the few headline numbers of them
+# that DVC tracks as metrics (countdown_rlvr.headline); wall times are neither (TIMINGS).
+DETAILS, METRICS, TIMINGS = "reports/details", "reports/metrics", "reports/timings"
+
+
+def write_metrics(name: str, detail: dict[str, Any],
+                  headline: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
+    """reports/details/<name>.json: everything; reports/metrics/<name>.json: what
+    `headline(name, detail)` picks of it (a function of countdown_rlvr.headline)."""
+    write_json(f"{DETAILS}/{name}.json", detail)
+    write_json(f"{METRICS}/{name}.json", headline(name, detail))
+
+
+def write_timing(name: str, timing: dict[str, Any]) -> None:
+    """reports/timings/<name>.json: wall time varies run to run, so it is kept in git but is
+    neither a DVC metric nor a DVC output (a rerun must not change dvc.lock)."""
+    write_json(f"{TIMINGS}/{name}.json", timing)
+
+
+def empty_curves(run: str, names: tuple[str, ...] = ("loss",)) -> None:
+    """Header-only dvclive TSVs in dvclive/<run>/plots/metrics/train: what a stage that trained
+    nothing leaves as the curve dir dvc.yaml declares (git keeps no empty directory, so an
+    empty one would be missing from a clone and `dvc status` would call the stage changed)."""
+    train = Path(f"dvclive/{run}/plots/metrics/train")
+    train.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (train / f"{name}.tsv").write_text(f"step\t{name}\n")
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..io import atomic_path
+from ..io import atomic_path, empty_curves
 
 
 def untrained(src: str | Path, dest: str | Path, curves: str) -> None:
     """What a training step writes when it has no data to train on: the policy in `src`
     saved unchanged as `dest` (atomically), so every later stage still finds its input, and
-    an empty dvclive/<curves>/plots/metrics, the curve dir dvc.yaml declares as an output."""
+    header-only dvclive/<curves> curves, the curve dir dvc.yaml declares as an output."""
     with atomic_path(dest) as tmp:
         shutil.copytree(src, tmp)
-    Path(f"dvclive/{curves}/plots/metrics").mkdir(parents=True, exist_ok=True)
+    empty_curves(curves)

@@ -35,7 +35,8 @@ from typing import Any, NamedTuple
 import torch
 from tqdm.auto import tqdm
 
-from ..io import StageError, read_jsonl, require_inputs, write_json
+from .. import headline
+from ..io import StageError, read_jsonl, require_inputs, write_metrics, write_timing
 from ..logprobs import token_entropy, token_logprobs
 from ..model import n_parameters
 from ..sampling import derive_seed, generate, sampler_params
@@ -535,7 +536,7 @@ def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: dict[str,
                     out_dir: str | Path, *, ref_model=None, teacher=None, prompt_style: str = "tiny",
                     extra_metrics: dict[str, Any] | None = None):
     """train_rloo with dvclive/<stage> curves, save the policy atomically to `out_dir`, and
-    write reports/metrics/<stage>.json (reproducible numbers) and reports/timings/<stage>.json."""
+    write reports/details|metrics/<stage>.json (reproducible numbers) and reports/timings/<stage>.json."""
     from .run import open_live, save_policy
 
     live = open_live(stage)
@@ -554,8 +555,9 @@ def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: dict[str,
         "group_size": cfg["group_size"], "prompts_per_step": cfg["prompts_per_step"],
         "n_problems": len(problems), "n_params": n_parameters(model), **diag,
     }
-    write_json(f"reports/metrics/{stage}.json", metrics)
-    write_json(f"reports/timings/{stage}.json", {k: stats[k] for k in TIMING_KEYS})
-    print(f"[{stage}] wrote {out_dir}, reports/metrics/{stage}.json, reports/timings/{stage}.json, "
+    write_metrics(stage, metrics, headline.rl)
+    write_timing(stage, {k: stats[k] for k in TIMING_KEYS})
+    print(f"[{stage}] wrote {out_dir}, reports/metrics/{stage}.json (details in reports/details/), "
+          f"reports/timings/{stage}.json, "
           f"dvclive/{stage} ({stats['steps']} steps, {stats['seconds']:.0f} s)")
     return model

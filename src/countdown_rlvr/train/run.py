@@ -2,8 +2,8 @@
 validate the config, train with dvclive curves, save atomically, write metrics.
 
 Training metrics (losses, accuracies, steps) are reproducible and go to
-reports/metrics/<stage>.json; wall time and throughput vary run to run and go to
-reports/timings/<stage>.json, outside what `dvc metrics diff` should show as changed.
+reports/details/<stage>.json, their headline to reports/metrics/<stage>.json; wall time and
+throughput vary run to run and go to reports/timings/<stage>.json, outside DVC.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..io import StageError, atomic_path, write_json
+from .. import headline
+from ..io import StageError, atomic_path, write_metrics, write_timing
 from ..model import load_model, n_parameters
 from .sft import (
     ADAPTERS,
@@ -123,9 +124,9 @@ def fit_and_save(stage: str, model, tok, examples: list[tuple[str, str]], cfg: d
         "token_acc_first": round(stats["token_acc_first"], 4),
         "token_acc_final": round(stats["token_acc_final"], 4),
     }
-    write_json(f"reports/metrics/{stage}.json", metrics)
-    write_json(f"reports/timings/{stage}.json", {k: stats[k] for k in TIMING_KEYS})
-    print(f"[{stage}] wrote {out_dir}, reports/metrics/{stage}.json, "
+    write_metrics(stage, metrics, headline.training)
+    write_timing(stage, {k: stats[k] for k in TIMING_KEYS})
+    print(f"[{stage}] wrote {out_dir}, reports/metrics/{stage}.json (details in reports/details/), "
           f"reports/timings/{stage}.json, dvclive/{stage} (loss {metrics['loss_first']} -> "
           f"{metrics['loss_final']}, {stats['seconds']:.0f} s)")
     return model

@@ -1,0 +1,156 @@
+"""End to end, smoke-sized: the DVC views a researcher uses, from a fresh clone.
+
+One full `dvc repro` is committed on `main`; a `shaped` branch re-runs RLOO with
+`-S rloo.reward=shaped`. A git clone without the data cache must then show the branch diff
+(`dvc metrics diff`, `dvc plots diff`), every plot, a short `dvc metrics show` with no wall
+times, and a `dvc exp show` that fits 200 columns with the README's recipe. Experiments
+queue and run with `dvc queue start`, and a local-directory remote round-trips the models.
+"""
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Pipeline, make_pipeline
+
+pytestmark = pytest.mark.slow
+
+GIT = ("git", "-c", "user.email=t@t", "-c", "user.name=t")
+
+
+def commit(pipe: Pipeline, message: str) -> None:
+    pipe.run("git", "add", "-A")
+    pipe.run(*GIT, "commit", "-qm", message)
+
+
+def ran(proc) -> set[str]:
+    return {line.split("'")[1] for line in proc.stdout.splitlines() if line.startswith("Running stage")}
+
+
+def count_values(tree) -> int:
+    if isinstance(tree, dict):
+        return sum(count_values(v) for v in tree.values())
+    return 1
+
+
+def readme_exp_show() -> list[str]:
+    """The `dvc exp show` recipe the README gives, as arguments."""
+    line = next(ln for ln in (ROOT / "README.md").read_text().splitlines()
+                if ln.startswith("dvc exp show --drop"))
+    return shlex.split(line.split("  #")[0])
+
+
+@pytest.fixture(scope="module")
+def committed_run(tmp_path_factory) -> Pipeline:
+    """The whole smoke pipeline, run once and committed on branch `main`."""
+    pipe = make_pipeline(tmp_path_factory.mktemp("run") / "repo")
+    pipe.run("git", "branch", "-M", "main")
+    pipe.repro()
+    commit(pipe, "default run")
+    return pipe
+
+
+def copy_of(pipe: Pipeline, dest: Path) -> Pipeline:
+    shutil.copytree(pipe.path, dest, symlinks=True)
+    return Pipeline(dest)
+
+
+def test_branch_diff_plots_and_metrics_in_a_clone_without_the_cache(committed_run, tmp_path):
+    pipe = copy_of(committed_run, tmp_path / "repo")
+    assert pipe.run("dvc", "status").stdout.strip().startswith("Data and pipelines are up to date")
+    pipe.run("git", "checkout", "-qb", "shaped")
+    exp = pipe.run("dvc", "exp", "run", "-S", "rloo.reward=shaped")
+    assert "rloo" in ran(exp) and "sft" not in ran(exp)
+    commit(pipe, "rloo: shaped reward")
+
+    clone = Pipeline(tmp_path / "clone")
+    pipe.run("git", "clone", "-q", "-b", "main", str(pipe.path), str(clone.path))
+    clone.run("git", "branch", "shaped", "origin/shaped")
+    assert not (clone.path / ".dvc/cache").exists() and not (clone.path / "data").exists()
+
+    # metrics diff: the rloo rows, nothing upstream of rloo, no wall time
+    # (at smoke size both rewards may train to the same numbers: --all lists unchanged rows)
+    every = json.loads(clone.run("dvc", "metrics", "diff", "main", "shaped", "--all",
+                                 "--json").stdout)
+    assert {"rloo.reward_mean_final", "rloo.zero_std_frac_final"} <= set(
+        every["reports/metrics/rloo.json"])
+    assert {"rloo.pass@1", "rloo.pass@1_n3"} <= set(every["reports/metrics/eval/rloo.json"])
+    assert all(path.startswith("reports/metrics/") for path in every)  # no wall time
+    changed = json.loads(clone.run("dvc", "metrics", "diff", "main", "shaped", "--json").stdout)
+    upstream = {"problems", "traces", "teacher", "teacher_traces", "dedup", "pairs", "base",
+                "sft", "eval/sft", "eval/base", "diagnose", "repair", "opd", "opd_ac"}
+    assert not {f"reports/metrics/{u}.json" for u in upstream} & set(changed)
+    text = clone.run("dvc", "metrics", "diff", "main", "shaped", "--all").stdout
+    assert "rloo.pass@1" in text and "seconds" not in text and "timings" not in text
+    params = json.loads(clone.run("dvc", "params", "diff", "main", "shaped", "--json").stdout)
+    assert params["params.yaml"] == {"rloo.reward": {"old": "binary", "new": "shaped"}}
+
+    # metrics show: headline numbers only
+    shown = json.loads(clone.run("dvc", "metrics", "show", "--json").stdout)
+    files = next(iter(shown.values()))["data"]
+    assert files and all(p.startswith("reports/metrics/") for p in files)
+    assert sum(count_values(f["data"]) for f in files.values()) <= 600
+
+    # plots: every declared plot loads from git alone, in both revisions
+    for args, revisions in ((("show",), {"workspace"}), (("diff", "main", "shaped"),
+                                                         {"main", "shaped"})):
+        proc = clone.run("dvc", "plots", *args, "--json")
+        assert "failed to load" not in proc.stderr + proc.stdout
+        shown = json.loads(proc.stdout)
+        assert not shown.get("errors"), shown.get("errors")
+        plots = shown["data"]
+        assert {"RL reward mean", "RL fraction of zero-std groups", "RL KL to the reference (k3)",
+                "RL entropy", "SFT loss"} <= set(plots)
+        assert any(p.startswith("reports/figures/") for p in plots)
+        curve = plots["RL reward mean"][0]
+        assert set(curve["revisions"]) == revisions
+        assert curve["content"]["encoding"]["x"]["title"] == "optimizer step"
+        steps = {v["rev"] for v in curve["content"]["data"]["values"]}
+        assert steps == revisions  # both branches' curves, read from git
+
+    # exp show with the README recipe fits a 200-column terminal
+    proc = clone.run("env", "COLUMNS=200", *readme_exp_show(), "--no-pager")
+    lines = proc.stdout.splitlines()
+    assert lines and max(len(ln) for ln in lines) <= 200
+    assert "rloo.pass@1" in proc.stdout and "rloo.reward" in proc.stdout
+
+
+def test_queued_experiments_and_a_local_remote(committed_run, tmp_path):
+    pipe = copy_of(committed_run, tmp_path / "repo")
+    pipe.run("dvc", "exp", "run", "--queue", "-S", "rloo.reward=shaped,format", "rloo")
+    pipe.run("dvc", "queue", "start", "-j", "1")
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        status = pipe.run("dvc", "queue", "status").stdout
+        if not re.search(r"\b(Queued|Running)\b", status):
+            break
+        time.sleep(3)
+    assert "Failed" not in status, status
+    rows = json.loads(pipe.run("dvc", "exp", "show", "--json").stdout)
+    exps = [e for row in rows for e in (row.get("experiments") or [])]
+    params = {e["revs"][0]["data"]["params"]["params.yaml"]["data"]["rloo"]["reward"]
+              for e in exps}
+    assert params == {"shaped", "format"}
+    for e in exps:
+        rloo = e["revs"][0]["data"]["metrics"]["reports/metrics/rloo.json"]["data"]["rloo"]
+        assert 0 <= rloo["reward_mean_final"] <= 1
+
+    # a local-directory remote: push the models, pull them into a clone without a cache
+    remote = tmp_path / "remote"
+    pipe.run("dvc", "remote", "add", "-d", "store", str(remote))
+    commit(pipe, "remote")
+    pipe.run("dvc", "push")
+    clone = Pipeline(tmp_path / "clone")
+    pipe.run("git", "clone", "-q", str(pipe.path), str(clone.path))
+    clone.run("dvc", "pull")
+    for rel in ("data/models/rloo/config.json", "data/models/sft/model.safetensors"):
+        assert clone.read(rel) == pipe.read(rel)
+    status = clone.run("dvc", "status").stdout  # every output back, nothing to re-run
+    assert status.strip().startswith("Data and pipelines are up to date"), status
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=clone.path, capture_output=True,
+                          text=True, check=True).stdout == ""
