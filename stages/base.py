@@ -23,8 +23,8 @@ from countdown_rlvr.io import (
     write_timing,
 )
 from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model, pretraining_corpus
-from countdown_rlvr.train import is_main_process
 from countdown_rlvr.train.run import fit_and_save, training_config
+from countdown_rlvr.train.sft import is_main_process
 
 OUT = Path("data/models/base")
 

@@ -4,7 +4,8 @@ on paired per-problem outcomes for each pair in `compare.pairs` (SPEC §6)."""
 from pathlib import Path
 
 from countdown_rlvr import headline
-from countdown_rlvr.evaluate import compare_markdown, compare_policies, read_records
+from countdown_rlvr.compare import compare_markdown, compare_policies
+from countdown_rlvr.eval import read_records
 from countdown_rlvr.io import StageError, load_params, section, write_metrics, write_text
 
 COMPARE_KEYS = ("pairs", "ks", "seed", "splits", "exact", "n_boot", "alpha", "boot_seed")

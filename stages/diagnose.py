@@ -9,7 +9,8 @@ reports/metrics/diagnose.json and reports/timings/diagnose.json.
 import time
 
 from countdown_rlvr import headline
-from countdown_rlvr.evaluate import evaluate_policy, policy_ref, write_records
+from countdown_rlvr.eval import write_records
+from countdown_rlvr.evaluate import evaluate_policy
 from countdown_rlvr.io import (
     StageError,
     load_params,
@@ -20,6 +21,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
+from countdown_rlvr.model import policy_ref
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
 from countdown_rlvr.task import REWARDS
 

@@ -9,22 +9,18 @@ import time
 from pathlib import Path
 
 from countdown_rlvr import headline
-from countdown_rlvr.eval import summarize
-from countdown_rlvr.evaluate import (
-    evaluate_policy,
-    extra_metrics,
-    policy_ref,
-    producing_stage,
-    write_records,
-)
+from countdown_rlvr.eval import summarize, write_records
+from countdown_rlvr.evaluate import evaluate_policy, extra_metrics
 from countdown_rlvr.io import (
     StageError,
     load_params,
+    producing_stage,
     read_jsonl,
     require_inputs,
     section,
     write_metrics,
 )
+from countdown_rlvr.model import policy_ref
 from countdown_rlvr.task import REWARDS
 
 EVAL_KEYS = ("policies", "splits", "n", "seeds", "reward", "batch_size", "ks", "budgets")

@@ -23,7 +23,7 @@ from collections import Counter
 
 from countdown_rlvr import headline
 from countdown_rlvr.eval import pass_at_k
-from countdown_rlvr.evaluate import evaluate_policy, policy_ref
+from countdown_rlvr.evaluate import evaluate_policy
 from countdown_rlvr.io import (
     StageError,
     load_params,
@@ -34,7 +34,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import load_model
+from countdown_rlvr.model import load_model, policy_ref
 from countdown_rlvr.research import untrained
 from countdown_rlvr.research.interventions import (
     patch_examples,

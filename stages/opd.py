@@ -14,9 +14,8 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 
 import sys
 
-from countdown_rlvr.evaluate import policy_ref
 from countdown_rlvr.io import StageError, load_params, require_inputs, section
-from countdown_rlvr.model import load_model
+from countdown_rlvr.model import load_model, policy_ref
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, rloo_config
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, frozen_copy, init_policy
 

@@ -10,7 +10,6 @@ repair sample: the input of `distill`), reports/metrics/repair.json, reports/tim
 import time
 
 from countdown_rlvr import headline
-from countdown_rlvr.evaluate import policy_ref
 from countdown_rlvr.io import (
     StageError,
     load_params,
@@ -20,7 +19,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import load_model
+from countdown_rlvr.model import load_model, policy_ref
 from countdown_rlvr.research.repair import (
     check_conditions,
     repair_metrics,

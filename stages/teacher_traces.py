@@ -8,7 +8,8 @@ easy and near-miss negatives from them.
 from collections import Counter
 
 from countdown_rlvr import headline
-from countdown_rlvr.evaluate import records_frame, score_samples
+from countdown_rlvr.eval import records_frame
+from countdown_rlvr.evaluate import score_samples
 from countdown_rlvr.io import (
     StageError,
     atomic_path,

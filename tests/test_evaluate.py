@@ -13,19 +13,17 @@ import pytest
 import yaml
 from scipy.stats import binomtest
 
-from countdown_rlvr.eval import RECORD_COLUMNS, summarize
-from countdown_rlvr.evaluate import (
+from countdown_rlvr.compare import compare_markdown, compare_policies
+from countdown_rlvr.eval import (
+    RECORD_COLUMNS,
     RECORDS_SCHEMA,
-    compare_markdown,
-    compare_policies,
-    evaluate_policy,
-    policy_ref,
     read_records,
     records_frame,
-    score_samples,
+    summarize,
     write_records,
 )
-from countdown_rlvr.model import ModelRef, build_tiny, load_model
+from countdown_rlvr.evaluate import evaluate_policy, score_samples
+from countdown_rlvr.model import ModelRef, build_tiny, load_model, policy_ref
 from countdown_rlvr.task import get_reward
 
 SAMPLER = {"backend": "hf", "temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_new_tokens": 8}

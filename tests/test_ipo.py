@@ -13,8 +13,8 @@ from helpers import RecordingLive
 from test_sft import TINY, launch_two_processes
 
 from countdown_rlvr.model import build_tiny, load_model
-from countdown_rlvr.train import completion_nll
 from countdown_rlvr.train.ipo import ipo_config, pair_logprobs, pair_rows, train_ipo
+from countdown_rlvr.train.losses import completion_nll
 from countdown_rlvr.train.sft import collate, example_row
 
 # chosen: the sum; rejected: the same operands subtracted (a scripted-style operator flip)
@@ -107,7 +107,8 @@ def test_ipo_rejects_bad_config_and_unusable_pairs(tiny_dir):
 _LAUNCHED = textwrap.dedent("""
     import json, sys
     from countdown_rlvr.model import load_model
-    from countdown_rlvr.train import is_main_process, train_ipo
+    from countdown_rlvr.train.ipo import train_ipo
+    from countdown_rlvr.train.sft import is_main_process
     from test_ipo import CFG, PAIRS
 
     model, tok = load_model(sys.argv[1])

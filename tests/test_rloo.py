@@ -12,7 +12,6 @@ from countdown_rlvr.io import StageError
 from countdown_rlvr.logprobs import sequence_logprobs
 from countdown_rlvr.model import build_tiny, load_model
 from countdown_rlvr.sampling import Sample
-from countdown_rlvr.train import train_sft
 from countdown_rlvr.train.rloo import (
     DIAGNOSTICS,
     Curriculum,
@@ -27,7 +26,7 @@ from countdown_rlvr.train.rloo import (
     step_problems,
     train_rloo,
 )
-from countdown_rlvr.train.sft import collate, encode
+from countdown_rlvr.train.sft import collate, encode, train_sft
 
 # hidden 32, one layer: ~15k parameters (as in test_sft)
 TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from countdown_rlvr.model import build_tiny, load_model, n_parameters
-from countdown_rlvr.train import apply_adapter, check_config, completion_nll, train_sft
-from countdown_rlvr.train.sft import collate, encode
+from countdown_rlvr.train.losses import completion_nll
+from countdown_rlvr.train.sft import apply_adapter, check_config, collate, encode, train_sft
 
 # hidden 32, one layer: ~15k parameters, builds and trains in a second or two
 TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
@@ -124,7 +124,7 @@ def test_apply_adapter_trainable_counts(tiny_dir):
 _LAUNCHED = textwrap.dedent("""
     import sys
     from countdown_rlvr.model import load_model
-    from countdown_rlvr.train import is_main_process, train_sft
+    from countdown_rlvr.train.sft import is_main_process, train_sft
     from test_sft import CFG, TOY
 
     model, tok = load_model(sys.argv[1])
@@ -188,7 +188,7 @@ def test_sft_stage_under_accelerate_two_processes(pipeline):
 
 
 def test_resolve_base_follows_ref_json(tmp_path, tiny_dir):
-    from countdown_rlvr.train import resolve_base
+    from countdown_rlvr.model import resolve_base
 
     (tmp_path / "REF.json").write_text('{"base": "Qwen/Qwen2.5-0.5B"}')
     assert resolve_base(tmp_path) == "Qwen/Qwen2.5-0.5B"  # pass-through base stage

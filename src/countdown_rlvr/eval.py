@@ -10,16 +10,61 @@ averaged over groups.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from .io import atomic_path
 from .task.verify import FAILURES
 
 RECORD_COLUMNS = ("problem_id", "split", "n_numbers", "seed", "sample",
                   "correct", "failure", "reward", "n_tokens")
 SPLITS = ("test", "ood")
 GROUP = ["problem_id", "seed"]
+
+# One fixed schema: column types never depend on the content (e.g. a policy that solves
+# nothing would otherwise get an all-null `expression` column of type null), so records of
+# different policies and runs concatenate and compare cleanly.
+RECORDS_SCHEMA = pa.schema([
+    ("problem_id", pa.string()),
+    ("split", pa.string()),
+    ("n_numbers", pa.int64()),
+    ("seed", pa.int64()),
+    ("sample", pa.int64()),
+    ("correct", pa.bool_()),
+    ("failure", pa.string()),  # verifier failure code, null iff correct
+    ("reward", pa.float64()),  # evaluate.reward applied to the verdict
+    ("n_tokens", pa.int64()),  # completion tokens, the final EOS included
+    ("numbers", pa.list_(pa.int64())),
+    ("target", pa.int64()),
+    ("completion", pa.string()),
+    ("finish_reason", pa.string()),  # "stop" (EOS) or "length" (hit max_new_tokens)
+    ("expression", pa.string()),  # text of the last <answer>, null when there is none
+    ("value", pa.string()),  # exact value of the answer as "p" or "p/q", null if none
+    ("arithmetic_errors", pa.int64()),  # wrong "a op b = c" claims in the reasoning
+])
+assert tuple(RECORDS_SCHEMA.names[:len(RECORD_COLUMNS)]) == RECORD_COLUMNS
+
+
+def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows -> DataFrame with exactly the RECORDS_SCHEMA columns, in order."""
+    return pa.Table.from_pylist(rows, schema=RECORDS_SCHEMA).to_pandas()
+
+
+def write_records(df: pd.DataFrame, dest: str | Path) -> None:
+    """Parquet with the fixed schema, written atomically (no half-written file on a crash)."""
+    table = pa.Table.from_pandas(df[RECORDS_SCHEMA.names], schema=RECORDS_SCHEMA,
+                                 preserve_index=False)
+    with atomic_path(dest) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_records(path: str | Path) -> pd.DataFrame:
+    return pq.read_table(path).to_pandas()
 
 
 # --------------------------------------------------------------------------- pass@k

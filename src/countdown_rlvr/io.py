@@ -131,3 +131,19 @@ def _jsonable(x: Any) -> Any:
     if hasattr(x, "tolist"):
         return x.tolist()
     return str(x)
+
+
+def producing_stage(path: str | Path, dvc_yaml: str | Path = "dvc.yaml") -> str | None:
+    """Name of the plain dvc.yaml stage whose outs contain `path`, for error messages."""
+    try:
+        stages = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})
+    except (OSError, yaml.YAMLError):
+        return None
+    target = Path(path).as_posix().rstrip("/")
+    for name, stage in stages.items():
+        for out in (stage or {}).get("outs", []) if isinstance(stage, dict) else []:
+            out = next(iter(out)) if isinstance(out, dict) else str(out)
+            out = out.rstrip("/")
+            if target == out or target.startswith(out + "/"):
+                return name
+    return None

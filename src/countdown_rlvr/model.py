@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,43 @@ def pretraining_corpus(n: int, seed: int, facts_frac: float = 0.0) -> list[str]:
                     facts.append(f"{a} {op} {b} = {c}")
             docs.append("\n".join(facts))
     return docs
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def policy_ref(path: str | Path) -> ModelRef:
+    """The ModelRef of a policy identified by one path.
+
+    A dir with adapter_config.json is a peft adapter: its base is the adapter config's
+    `base_model_name_or_path` (a local dir, as written by our training stages, or a hub id).
+    A dir with config.json is a full model (the base, or an `adapter: full` training output).
+    A dir with REF.json is a pass-through base (`model.base` a hub id or another dir): it
+    stands for the model it names, see `model.resolve_base`.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"policy dir {path} does not exist")
+    if (path / REF_FILE).is_file():
+        return ModelRef(resolve_base(path))
+    adapter_cfg = path / "adapter_config.json"
+    if adapter_cfg.exists():
+        try:
+            base = json.loads(adapter_cfg.read_text())["base_model_name_or_path"]
+        except (json.JSONDecodeError, KeyError) as exc:
+            raise ValueError(f"{adapter_cfg} has no readable `base_model_name_or_path`") from exc
+        if not base:
+            raise ValueError(f"{adapter_cfg}: empty `base_model_name_or_path`")
+        base = resolve_base(base)  # an adapter on the pass-through base dir
+        # A local base that went missing would otherwise be looked up on the hub (offline
+        # here) and fail obscurely. Hub ids are "name" or "org/name"; anything else is local.
+        if not Path(base).exists() and not _HUB_ID.fullmatch(base):
+            raise FileNotFoundError(f"adapter {path} needs its base model {base}, which is missing")
+        if (Path(base) / "adapter_config.json").exists():
+            raise ValueError(f"adapter {path} sits on another adapter ({base}); save the "
+                             "policy merged or as an adapter on a full model")
+        return ModelRef(str(base), str(path))
+    if (path / "config.json").exists():
+        return ModelRef(str(path))
+    raise ValueError(f"{path} is neither a model dir (config.json) nor a peft adapter dir "
+                     "(adapter_config.json)")

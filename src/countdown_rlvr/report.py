@@ -366,7 +366,7 @@ class _Builder:
     def vs_ref(self, policy: str, k: int, split: str = "test") -> tuple[dict | None, int]:
         """The compare.json result of policy vs the reference (either pair order) and the
         sign that makes its differences read policy - reference."""
-        from .evaluate import pair_key  # (imported here: evaluate pulls in torch)
+        from .compare import pair_key
 
         pairs = _get(self.d.get("compare.json"), "pairs", default={})
         for (a, b), sign in (((policy, self.ref), 1), ((self.ref, policy), -1)):
@@ -595,7 +595,7 @@ class _Builder:
         lines = ["## Significance (compare)", ""]
         if "compare.json" not in self.d:
             return lines + [self.not_run("compare.json"), ""]
-        from .evaluate import compare_markdown  # the compare stage's own tables
+        from .compare import compare_markdown  # the compare stage's own tables
 
         report = _test_split_in_order(self.d["compare.json"], self.inp.policies)
         body = compare_markdown(report).splitlines()[1:]  # drop its title

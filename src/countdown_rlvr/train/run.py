@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import headline
 from ..io import StageError, atomic_path, write_metrics, write_timing
-from ..model import load_model, n_parameters
+from ..model import load_model, n_parameters, policy_ref
 from .sft import (
     ADAPTERS,
     SFT_DEFAULTS,
@@ -57,8 +57,6 @@ def init_policy(stage: str, init_dir: str | Path, sec: dict[str, Any]):
     lora/dora (one adapter on the base, so `policy_ref` keeps working); otherwise the
     init policy is merged into plain weights and `apply_adapter` wraps it.
     """
-    from ..evaluate import policy_ref
-
     cfg = {**ADAPTER_DEFAULTS, **{k: sec[k] for k in ADAPTER_DEFAULTS if k in sec}}
     if cfg["adapter"] not in ADAPTERS:
         raise StageError(stage, f"`{stage}.adapter` {cfg['adapter']!r} is unknown; valid: "
@@ -79,8 +77,6 @@ def init_policy(stage: str, init_dir: str | Path, sec: dict[str, Any]):
 
 def frozen_copy(init_dir: str | Path):
     """The init policy again, frozen in eval mode: the reference of IPO / RLOO / KL terms."""
-    from ..evaluate import policy_ref
-
     ref = policy_ref(init_dir)
     model, _ = load_model(ref.base, ref.adapter)
     model.eval().requires_grad_(False)

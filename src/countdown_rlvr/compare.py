@@ -1,0 +1,156 @@
+"""Compare evaluated policies on the same problems (torch-free: the `compare` stage and the
+report import it without loading a model).
+
+    compare_policies(records, pairs, ks) -> JSON-able dict: pass@k intervals per policy, and
+                                            McNemar + paired bootstrap per pair, split and k
+    compare_markdown(report)             -> the tables of reports/compare.md
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .eval import pass_at_k, solved_within
+from .stats import bootstrap_ci, mcnemar, pass_at_k_ci
+
+
+def _per_problem_counts(records: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Samples and correct samples per problem, pooled over seeds (the bootstrap unit is the
+    problem; more seeds are just more samples of it)."""
+    g = records.groupby("problem_id")["correct"]
+    return g.size().sort_index(), g.sum().astype(int).sort_index()
+
+
+def policy_intervals(records: pd.DataFrame, ks: Iterable[int], n_boot: int, alpha: float,
+                     seed: int) -> dict[str, dict[str, float]]:
+    """pass@k with its bootstrap interval over problems, for each k <= samples per problem."""
+    n, c = _per_problem_counts(records)
+    group_size = _group_size(records)  # k beyond one seed's n would be extrapolation
+    out = {}
+    for k in ks:
+        if k > group_size:
+            continue
+        point = float(sum(pass_at_k(int(a), int(b), k) for a, b in zip(n, c)) / len(n))
+        lo, hi = pass_at_k_ci(n.to_numpy(), c.to_numpy(), k, n_boot=n_boot, alpha=alpha,
+                              seed=seed)
+        out[f"pass@{k}"] = {"value": point, "ci_low": lo, "ci_high": hi}
+    return out
+
+
+def compare_pair(rec_a: pd.DataFrame, rec_b: pd.DataFrame, ks: Iterable[int], seed: int,
+                 exact: bool = True, n_boot: int = 1000, alpha: float = 0.05,
+                 boot_seed: int = 0) -> dict[str, dict[str, float]]:
+    """Paired comparison of two policies on the same problems, per k.
+
+    Outcome of a problem = solved by one of samples 0..k-1 of sampling seed `seed`
+    (k = 1: the pass@1 outcome of sample 0). McNemar on those paired outcomes; plus the
+    paired bootstrap interval of the difference in solve rate (a - b). `pass_diff` is the
+    difference in unbiased pass@k from every sample of every seed, with its paired bootstrap
+    interval over problems: the same question asked of all n samples, not one (far tighter).
+    """
+    (n_a, c_a), (n_b, c_b) = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
+    out = {}
+    for k in ks:
+        a, b = solved_within(rec_a, k, seed), solved_within(rec_b, k, seed)
+        if not a.index.equals(b.index):
+            only = sorted(set(a.index) ^ set(b.index))[:5]
+            raise ValueError("the two policies were evaluated on different problems "
+                             f"(e.g. {only}); re-run their evaluate stages on the same problems")
+        res = mcnemar(a, b, exact=exact)
+        diff = a.astype(float) - b.astype(float)
+        lo, hi = bootstrap_ci(diff.to_numpy(), n_boot=n_boot, alpha=alpha, seed=boot_seed)
+        pass_diff = np.array([pass_at_k(int(n_a.loc[i]), int(c_a.loc[i]), k)
+                              - pass_at_k(int(n_b.loc[i]), int(c_b.loc[i]), k) for i in a.index])
+        p_lo, p_hi = bootstrap_ci(pass_diff, n_boot=n_boot, alpha=alpha, seed=boot_seed)
+        out[f"k{k}"] = {
+            "n_problems": len(a), "solved_a": float(a.mean()), "solved_b": float(b.mean()),
+            "diff": float(diff.mean()), "diff_ci_low": lo, "diff_ci_high": hi,
+            "a_only": res.b, "b_only": res.c, "statistic": res.statistic, "pvalue": res.pvalue,
+            "pass_diff": float(pass_diff.mean()), "pass_diff_ci_low": p_lo,
+            "pass_diff_ci_high": p_hi,
+        }
+    return out
+
+
+def compare_policies(records: dict[str, pd.DataFrame], pairs: Sequence[Sequence[str]],
+                     ks: Sequence[int], seed: int = 0, splits: Sequence[str] = ("test",),
+                     exact: bool = True, n_boot: int = 1000, alpha: float = 0.05,
+                     boot_seed: int = 0) -> dict[str, Any]:
+    """The compare report: pass@k intervals for every policy in `records`, and a paired
+    McNemar comparison for each [a, b] in `pairs`, per split (those present) and k."""
+    for pair in pairs:
+        if len(pair) != 2 or any(p not in records for p in pair):
+            raise ValueError(f"pair {list(pair)} must name two of the evaluated policies "
+                             f"{sorted(records)}")
+    ks = [int(k) for k in ks]
+    out: dict[str, Any] = {
+        "settings": {"ks": ks, "seed": seed, "splits": list(splits), "exact": exact,
+                     "n_boot": n_boot, "alpha": alpha, "pairs": [list(p) for p in pairs]},
+        "policies": {}, "pairs": {},
+    }
+
+    def part(name: str, split: str) -> pd.DataFrame:
+        return records[name][records[name]["split"] == split]
+
+    for name in records:
+        out["policies"][name] = {
+            split: policy_intervals(part(name, split), ks, n_boot, alpha, boot_seed)
+            for split in splits if not part(name, split).empty}
+    for a, b in pairs:
+        out["pairs"][pair_key(a, b)] = {
+            split: compare_pair(part(a, split), part(b, split),
+                                [k for k in ks if k <= _group_size(part(a, split), part(b, split))],
+                                seed, exact, n_boot, alpha, boot_seed)
+            for split in splits if not part(a, split).empty and not part(b, split).empty}
+    return out
+
+
+def pair_key(a: str, b: str) -> str:
+    return f"{a}_vs_{b}"
+
+
+def _group_size(*frames: pd.DataFrame) -> int:
+    return min(int(f.groupby(["problem_id", "seed"]).size().min()) for f in frames)
+
+
+def compare_markdown(report: dict[str, Any]) -> str:
+    """Markdown tables of a compare_policies() report."""
+    s = report["settings"]
+    ci = f"{100 * (1 - s['alpha']):g}%"
+    test = "exact binomial" if s["exact"] else "chi-square, continuity-corrected"
+    lines = ["# Policy comparison", "",
+             f"pass@k with {ci} bootstrap intervals over problems ({s['n_boot']} resamples).", "",
+             "| policy | split | " + " | ".join(f"pass@{k}" for k in s["ks"]) + " |",
+             "|---|---|" + "---|" * len(s["ks"])]
+    for name, per_split in report["policies"].items():
+        for split, vals in per_split.items():
+            cells = [f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
+                     if (v := vals.get(f"pass@{k}")) else "-" for k in s["ks"]]
+            lines.append(f"| {name} | {split} | " + " | ".join(cells) + " |")
+    lines += ["", (f"McNemar ({test}) on paired per-problem outcomes: solved within the first "
+              f"k samples of seed {s['seed']} (k = 1: sample 0). a-only / b-only are the "
+              "discordant counts; diff is the solve-rate difference a - b with its paired "
+              f"{ci} bootstrap interval. pass@k diff is the difference in pass@k estimated from "
+              f"all samples, with its paired {ci} bootstrap interval over problems."), ""]
+    if not report["pairs"]:
+        lines.append("No pairs configured (`compare.pairs` in params.yaml).")
+    else:
+        lines += [("| a | b | split | k | solved a | solved b | diff [CI] | a-only | b-only "
+                  "| statistic | p | pass@k diff [CI] |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for a, b in s["pairs"]:
+            for split, per_k in report["pairs"][pair_key(a, b)].items():
+                for k, r in per_k.items():
+                    lines.append(
+                        f"| {a} | {b} | {split} | {k[1:]} | {r['solved_a']:.3f} | "
+                        f"{r['solved_b']:.3f} | {r['diff']:+.3f} [{r['diff_ci_low']:+.3f}, "
+                        f"{r['diff_ci_high']:+.3f}] | {r['a_only']} | {r['b_only']} | "
+                        f"{r['statistic']:.3g} | {r['pvalue']:.3g} | {r['pass_diff']:+.3f} "
+                        f"[{r['pass_diff_ci_low']:+.3f}, {r['pass_diff_ci_high']:+.3f}] |")
+    return "\n".join(lines) + "\n"
+
+

@@ -1,0 +1,103 @@
+"""dvc.yaml's code deps match what each stage runs.
+
+For every stage, the library modules its script imports (transitively, within
+countdown_rlvr, lazy imports inside functions included) must be covered by the stage's
+`deps` (a file, or a directory holding it): otherwise a code change leaves a stale result
+that `dvc status` calls up to date. And the reverse: a `src/` dep the stage never imports
+re-runs it for nothing (e.g. training re-run by a change to the compare table's format).
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+PACKAGE = "countdown_rlvr"
+
+
+def module_file(module: str) -> Path | None:
+    base = SRC.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imported_modules(path: Path, module: str | None) -> set[str]:
+    """countdown_rlvr modules `path` imports anywhere in its body (module: its dotted name,
+    None for a stage script)."""
+    package = (module if path.name == "__init__.py" else module.rpartition(".")[0]) if module else ""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == PACKAGE}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base.split(".")[0] != PACKAGE:
+                continue
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names if module_file(f"{base}.{a.name}")}
+    return out
+
+
+def closure(script: Path) -> set[Path]:
+    """Every countdown_rlvr source file that running `script` executes on import."""
+    todo, seen = list(imported_modules(script, None)), set()
+    while todo:
+        mod = todo.pop()
+        parts = mod.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__, ...
+            name = ".".join(parts[:i])
+            if name in seen or not (path := module_file(name)):
+                continue
+            seen.add(name)
+            todo.extend(imported_modules(path, name))
+    return {module_file(m).relative_to(ROOT) for m in seen}
+
+
+def stages() -> dict[str, tuple[Path, list[str]]]:
+    """stage name -> (script, deps) for every dvc.yaml stage (one per foreach template)."""
+    out = {}
+    for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items():
+        body = stage.get("do", stage)
+        script = next(w for w in body["cmd"].split() if w.startswith("stages/"))
+        out[name] = (ROOT / script, [str(d) for d in body.get("deps", [])])
+    return out
+
+
+def covered(path: Path, deps: list[str]) -> bool:
+    return any(path == Path(d) or Path(d) in path.parents for d in deps)
+
+
+@pytest.mark.parametrize("stage", sorted(stages()))
+def test_every_module_a_stage_runs_is_a_dep(stage):
+    script, deps = stages()[stage]
+    assert covered(script.relative_to(ROOT), deps), f"{stage}: its script is not a dep"
+    missing = sorted(str(p) for p in closure(script) if not covered(p, deps))
+    assert not missing, f"dvc.yaml stage `{stage}` runs {missing}; add them to its deps"
+
+
+@pytest.mark.parametrize("stage", sorted(stages()))
+def test_no_stage_depends_on_library_code_it_never_runs(stage):
+    script, deps = stages()[stage]
+    runs = closure(script)
+    unused = [d for d in deps if d.startswith("src/")
+              and not any(p == Path(d) or Path(d) in p.parents for p in runs)]
+    assert not unused, f"dvc.yaml stage `{stage}` depends on {unused} but never imports them"
+
+
+def test_the_walk_sees_lazy_and_relative_imports():
+    """The checker itself: report's lazy import of compare_markdown, train.run's relative
+    imports and the package __init__ files are all seen."""
+    report = closure(ROOT / "stages/report.py")
+    assert Path("src/countdown_rlvr/evaluate.py") in report  # imported inside a function
+    sft = closure(ROOT / "stages/sft.py")
+    assert {Path("src/countdown_rlvr/train/run.py"), Path("src/countdown_rlvr/io.py"),
+            Path("src/countdown_rlvr/__init__.py")} <= sft
