@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from countdown_rlvr.io import load_params, read_jsonl, require_inputs, section, write_json
+from countdown_rlvr.model import configure
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
 from countdown_rlvr.train.sft import completion_metrics, is_main_process
 
@@ -18,7 +19,9 @@ METRICS = Path("reports/metrics/sft.json")
 
 
 def main() -> None:
-    sec = section(load_params(), "sft", required=("lr", "batch_size", "max_len"))
+    params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
+    sec = section(params, "sft", required=("lr", "batch_size", "max_len"))
     cfg = training_config("sft", sec, extra_keys=tuple(ADAPTER_DEFAULTS))  # fail before any work
     require_inputs("sft", TRAIN, VAL, BASE)
     train = [(r["prompt"], r["completion"]) for r in read_jsonl(TRAIN)]

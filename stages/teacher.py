@@ -24,7 +24,7 @@ from countdown_rlvr.io import (
     section,
     write_json,
 )
-from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model
+from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, configure, load_model
 from countdown_rlvr.traces import strategy_prompt
 from countdown_rlvr.train.run import fit_and_save, training_config
 
@@ -34,7 +34,9 @@ INITS = ("base", "scratch")
 
 
 def main() -> None:
-    t = section(load_params(), "teacher", required=EXTRA)
+    params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
+    t = section(params, "teacher", required=EXTRA)
     if t["base"] != "tiny":
         with atomic_path(OUT) as tmp:
             tmp.mkdir()

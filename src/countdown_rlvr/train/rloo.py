@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from ..io import StageError, read_jsonl, require_inputs, write_json
 from ..logprobs import token_entropy, token_logprobs
-from ..model import n_parameters
+from ..model import n_parameters, render_prompts
 from ..sampling import derive_seed, generate, sampler_params
 from ..task import get_reward, solve_prompt, verify
 from ..traces import STRATEGY_HINTS, strategy_prompt
@@ -244,7 +244,7 @@ def pack_rollouts(tok, prompts: list[str], samples: list[list], device,
     completions = [s.token_ids for s in flat]  # the sampled ids, never re-tokenized text
 
     def rows(texts):
-        ids, attn, start = pack([ids for ids in tok(texts).input_ids for _ in range(G)],
+        ids, attn, start = pack([ids for ids in tok(render_prompts(tok, texts)).input_ids for _ in range(G)],
                                 completions, pad_id)
         return ids.to(device), attn.to(device), start
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..io import StageError, atomic_path, write_json
-from ..model import load_model, n_parameters
+from ..io import StageError, write_json
+from ..model import load_model, n_parameters, save_policy_dir
 from .sft import (
     ADAPTERS,
     SFT_DEFAULTS,
@@ -97,10 +97,9 @@ def open_live(name: str):
 
 
 def save_policy(model, tok, out_dir: str | Path) -> None:
-    """save_pretrained of the model (or peft adapter) and tokenizer, atomically."""
-    with atomic_path(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+    """save_pretrained of the model (or peft adapter) and tokenizer, atomically, loadable
+    with plain transformers / peft from any directory (`model.save_policy_dir`)."""
+    save_policy_dir(model, tok, out_dir)
 
 
 def fit_and_save(stage: str, model, tok, examples: list[tuple[str, str]], cfg: dict,
