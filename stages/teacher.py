@@ -42,6 +42,11 @@ def main() -> None:
             tmp.mkdir()
             write_json(tmp / REF_FILE, {"base": t["base"]})
         write_json("reports/metrics/teacher.json", {"base": t["base"], "trained": False})
+        # the declared timings and plot dirs must exist too (header-only curves), as in `base`
+        write_json("reports/timings/teacher.json", {"seconds": 0.0})
+        for name in ("loss", "token_acc"):
+            (Path("dvclive/teacher/plots/metrics/train")).mkdir(parents=True, exist_ok=True)
+            Path(f"dvclive/teacher/plots/metrics/train/{name}.tsv").write_text(f"step\t{name}\n")
         print(f"[teacher] wrote {OUT}/{REF_FILE} -> {t['base']} (pass-through)")
         return
     if t["tiny_preset"] not in TINY_PRESETS:
