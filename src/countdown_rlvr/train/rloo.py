@@ -17,10 +17,11 @@ so the IS weight is 1 up to numerical noise; it departs from 1 on further epochs
 batch, or when the sampler truncates (top-k / top-p: mu is then the processed distribution,
 see `sampling`).
 
-Runs under `python` and `accelerate launch --num_processes N`: every process samples its own
-share of each step's prompts (prompts_per_step must divide evenly), DDP averages gradients, and
+Runs under `python` and `accelerate launch --num_processes N`: every process draws the step's
+rollouts as one process would and trains on its share of the prompts (prompts_per_step must
+divide evenly), DDP averages gradients, and
 the diagnostics are reduced over processes before the main process logs them. Deterministic on
-CPU for a fixed seed and process count.
+CPU for a fixed seed, and the same per step for any process count up to float rounding.
 """
 
 from __future__ import annotations
@@ -432,12 +433,18 @@ def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_mod
     for step in range(cfg["steps"]):
         # ---- Alg. 1 lines 1-2: this process's prompts, G rollouts each, rewards, advantages
         pool = curriculum.pool() if curriculum else None
-        local = [problems[i] for i in step_problems(len(problems), K, step, seed, pool)][rank::n_proc]
-        prompts = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in local]
+        chosen = [problems[i] for i in step_problems(len(problems), K, step, seed, pool)]
         tg = time.time()
-        samples = generate((policy, tok), prompts, n=G, sampler=cfg["sampler"],
-                           seed=derive_seed(seed, step, rank), return_logprobs=True,
-                           batch_size=cfg["gen_batch_size"], progress=False)
+        # Every process draws the step's rollouts exactly as a single process does (one call,
+        # one seed) and keeps its share, so the run does not depend on the process count;
+        # the update (forward/backward, the memory-heavy part) is what the processes split.
+        samples = generate((policy, tok), [solve_prompt(p["numbers"], p["target"], prompt_style)
+                                           for p in chosen],
+                           n=G, sampler=cfg["sampler"], seed=derive_seed(seed, step, 0),
+                           return_logprobs=True, batch_size=cfg["gen_batch_size"],
+                           progress=False)[rank::n_proc]
+        local = chosen[rank::n_proc]
+        prompts = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in local]
         gen_s, tu = gen_s + time.time() - tg, time.time()
         gen_tokens += sum(s.n_tokens for group in samples for s in group)
         verdicts = [[verify(s.text, p["numbers"], p["target"]) for s in group]
