@@ -8,6 +8,7 @@ reports/timings/<stage>.json, outside what `dvc metrics diff` should show as cha
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,8 @@ def init_policy(stage: str, init_dir: str | Path, sec: dict[str, Any]):
     """(model, tokenizer) to train, starting from the policy in `init_dir` (SPEC §3).
 
     `sec` is the stage's params section; its ADAPTER_DEFAULTS keys choose how to train:
-    a LoRA/DoRA adapter in `init_dir` is trained further when the stage also asks for
-    lora/dora (one adapter on the base, so `policy_ref` keeps working); otherwise the
+    a LoRA (DoRA) adapter in `init_dir` is trained further when the stage asks for lora
+    (dora) too (one adapter on the base, so `policy_ref` keeps working); otherwise the
     init policy is merged into plain weights and `apply_adapter` wraps it.
     """
     from ..evaluate import policy_ref
@@ -66,8 +67,10 @@ def init_policy(stage: str, init_dir: str | Path, sec: dict[str, Any]):
         ref = policy_ref(init_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise StageError(stage, f"{exc}; run `dvc repro` for the stage that writes {init_dir}") from exc
-    if ref.adapter and cfg["adapter"] != "full" and (Path(ref.adapter) / "adapter_config.json").exists():
-        return load_model(ref.base, ref.adapter, is_trainable=True)
+    adapter_cfg = Path(ref.adapter or "") / "adapter_config.json"
+    if ref.adapter and cfg["adapter"] != "full" and adapter_cfg.exists() and \
+            json.loads(adapter_cfg.read_text()).get("use_dora", False) == (cfg["adapter"] == "dora"):
+        return load_model(ref.base, ref.adapter, is_trainable=True)  # same kind: train it on
     model, tok = load_model(ref.base, ref.adapter)
     if hasattr(model, "merge_and_unload"):  # a peft adapter under full / a new adapter
         model = model.merge_and_unload()
