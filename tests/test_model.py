@@ -228,3 +228,14 @@ def test_model_dtype_setting_reaches_loads_and_accelerate(tiny_dir):
         configure({})
     assert SETTINGS["dtype"] == "float32" and mixed_precision() == "no"
     assert next(load_model(str(tiny_dir))[0].parameters()).dtype == torch.float32
+
+
+def test_portable_base_is_the_hub_id_or_an_absolute_dir(tmp_path, tiny_dir, monkeypatch):
+    """What an adapter records as its base: loadable from any working directory."""
+    from countdown_rlvr.model import portable_base
+
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref/REF.json").write_text('{"base": "Qwen/Qwen2.5-0.5B"}')
+    assert portable_base(tmp_path / "ref") == "Qwen/Qwen2.5-0.5B"  # pass-through hub base
+    monkeypatch.chdir(tiny_dir.parent)
+    assert portable_base(tiny_dir.name) == str(tiny_dir.resolve())  # relative local dir
