@@ -245,8 +245,8 @@ def pack_rollouts(tok, prompts: list[str], samples: list[list], device,
     completions = [s.token_ids for s in flat]  # the sampled ids, never re-tokenized text
 
     def rows(texts):
-        ids, attn, start = pack([ids for ids in tok(render_prompts(tok, texts)).input_ids for _ in range(G)],
-                                completions, pad_id)
+        prompt_ids = tok(render_prompts(tok, texts)).input_ids  # chat template if any
+        ids, attn, start = pack([ids for ids in prompt_ids for _ in range(G)], completions, pad_id)
         return ids.to(device), attn.to(device), start
 
     input_ids, attn, start = rows(prompts)
@@ -438,13 +438,11 @@ def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_mod
         # Every process draws the step's rollouts exactly as a single process does (one call,
         # one seed) and keeps its share, so the run does not depend on the process count;
         # the update (forward/backward, the memory-heavy part) is what the processes split.
-        samples = generate((policy, tok), [solve_prompt(p["numbers"], p["target"], prompt_style)
-                                           for p in chosen],
-                           n=G, sampler=cfg["sampler"], seed=derive_seed(seed, step, 0),
-                           return_logprobs=True, batch_size=cfg["gen_batch_size"],
-                           progress=False)[rank::n_proc]
-        local = chosen[rank::n_proc]
-        prompts = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in local]
+        every = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in chosen]
+        samples = generate((policy, tok), every, n=G, sampler=cfg["sampler"],
+                           seed=derive_seed(seed, step, 0), return_logprobs=True,
+                           batch_size=cfg["gen_batch_size"], progress=False)[rank::n_proc]
+        local, prompts = chosen[rank::n_proc], every[rank::n_proc]
         gen_s, tu = gen_s + time.time() - tg, time.time()
         gen_tokens += sum(s.n_tokens for group in samples for s in group)
         verdicts = [[verify(s.text, p["numbers"], p["target"]) for s in group]
