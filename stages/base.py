@@ -22,7 +22,14 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model, pretraining_corpus
+from countdown_rlvr.model import (
+    REF_FILE,
+    TINY_PRESETS,
+    build_tiny,
+    configure,
+    load_model,
+    pretraining_corpus,
+)
 from countdown_rlvr.train.run import fit_and_save, training_config
 from countdown_rlvr.train.sft import is_main_process
 
@@ -69,6 +76,7 @@ def pretrain_tiny(m: dict, b: dict) -> None:
 
 def main() -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     m = section(params, "model", required=("base", "tiny_preset", "seed"))
     if not isinstance(m["base"], str) or not m["base"]:
         raise StageError("base", "model.base must be `tiny` or a hub id / local model path.")

@@ -21,7 +21,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import policy_ref
+from countdown_rlvr.model import configure, policy_ref
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
 from countdown_rlvr.task import REWARDS
 
@@ -32,6 +32,7 @@ SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 
 def main() -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     d = section(params, "diagnose", required=("k", "seed", "reward", "batch_size"))
     sampler = section(params, "sampler", required=SAMPLER_KEYS)
     style = section(params, "model", required=("prompt_style",))["prompt_style"]

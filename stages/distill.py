@@ -22,6 +22,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
+from countdown_rlvr.model import configure
 from countdown_rlvr.research import untrained
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples, read_repairs
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
@@ -31,6 +32,7 @@ POLICY, REPAIRS = "data/models/sft", "data/repair/repairs.parquet"
 
 def main(argv: list[str]) -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     sec = section(params, "distill", required=("conditions", "lr", "batch_size", "max_len"))
     conds = sec["conditions"]
     if len(argv) != 1 or argv[0] not in conds or argv[0] not in CONDITIONS:

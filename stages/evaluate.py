@@ -20,7 +20,7 @@ from countdown_rlvr.io import (
     section,
     write_metrics,
 )
-from countdown_rlvr.model import policy_ref
+from countdown_rlvr.model import configure, policy_ref
 from countdown_rlvr.task import REWARDS
 
 EVAL_KEYS = ("policies", "splits", "n", "seeds", "reward", "batch_size", "ks", "budgets")
@@ -29,6 +29,7 @@ SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 
 def main(argv: list[str]) -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     p = section(params, "evaluate", required=EVAL_KEYS)
     policies = p["policies"]
     if not isinstance(policies, dict) or not policies:

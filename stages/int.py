@@ -34,7 +34,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import load_model, policy_ref
+from countdown_rlvr.model import configure, load_model, policy_ref
 from countdown_rlvr.research import untrained
 from countdown_rlvr.research.interventions import (
     patch_examples,
@@ -101,6 +101,7 @@ def train_patch(name: str, examples: list, cfg: dict, sec: dict, out: str) -> tu
 
 def main() -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     s, sft_cfg, rl_cfg = configs(params)
     sampler = section(params, "sampler", required=SAMPLER_KEYS)
     style = section(params, "model", required=("prompt_style",))["prompt_style"]

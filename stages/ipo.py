@@ -19,6 +19,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
+from countdown_rlvr.model import configure
 from countdown_rlvr.pairs import SOURCES
 from countdown_rlvr.train.ipo import IPO_DEFAULTS, ipo_config, train_ipo
 from countdown_rlvr.train.run import (
@@ -47,7 +48,9 @@ TIMING_KEYS = ("seconds", "tokens_per_s", "tokens_processed", "processes")
 
 
 def main(argv: list[str]) -> None:
-    sec = section(load_params(), "ipo", required=("sources", "lr", "batch_size", "max_len"))
+    params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
+    sec = section(params, "ipo", required=("sources", "lr", "batch_size", "max_len"))
     sources = sec["sources"]
     if not isinstance(sources, list) or not sources:
         raise StageError("ipo", f"`ipo.sources` must be a non-empty list of pair sources "

@@ -15,7 +15,7 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 import sys
 
 from countdown_rlvr.io import StageError, load_params, require_inputs, section
-from countdown_rlvr.model import load_model, policy_ref
+from countdown_rlvr.model import configure, load_model, policy_ref
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, rloo_config
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, frozen_copy, init_policy
 
@@ -43,6 +43,7 @@ def main() -> None:
         raise StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}}")
     init, out = VARIANTS[stage]
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     sec = section(params, stage, required=("steps", "lr", "distill_coef", "distill_temperature"))
     cfg = rloo_config(stage, sec, teacher=True, extra_keys=EXTRA)  # fails before any model loads
     style = section(params, "model", required=("prompt_style",))["prompt_style"]

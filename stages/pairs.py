@@ -17,7 +17,7 @@ from countdown_rlvr.io import (
     write_jsonl,
     write_metrics,
 )
-from countdown_rlvr.model import load_model
+from countdown_rlvr.model import configure, load_model
 from countdown_rlvr.pairs import SOURCES, base_pairs, scripted_pairs, teacher_pairs
 
 PROBLEMS, SOLVER = "data/problems/train.jsonl", "data/traces/solver.jsonl"
@@ -34,6 +34,7 @@ def _samples(df: pd.DataFrame, prompts: dict[str, str]) -> list[dict]:
 
 def main() -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     p = section(params, "pairs", required=("seed", "n_problems", "per_problem", "base_k", "base_sampler"))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)

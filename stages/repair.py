@@ -19,7 +19,7 @@ from countdown_rlvr.io import (
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import load_model, policy_ref
+from countdown_rlvr.model import configure, load_model, policy_ref
 from countdown_rlvr.research.repair import (
     check_conditions,
     repair_metrics,
@@ -34,6 +34,7 @@ SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 
 def main() -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     r = section(params, "repair", required=("n_attempts", "k", "seed", "conditions", "batch_size"))
     sampler = section(params, "sampler", required=SAMPLER_KEYS)
     style = section(params, "model", required=("prompt_style",))["prompt_style"]

@@ -9,6 +9,7 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py`
 """
 
 from countdown_rlvr.io import load_params, require_inputs, section
+from countdown_rlvr.model import configure
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, rloo_config
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, frozen_copy, init_policy
 
@@ -18,6 +19,7 @@ EXTRA = ("n_problems", *ADAPTER_DEFAULTS)
 
 def main() -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     sec = section(params, "rloo", required=("reward", "steps", "lr"))
     cfg = rloo_config("rloo", sec, extra_keys=EXTRA)  # an unknown reward fails here, first
     style = section(params, "model", required=("prompt_style",))["prompt_style"]

@@ -1,6 +1,7 @@
 """Stage `sft`: the student policy, fine-tuned from the base on the deduplicated verified
 traces (completion-only loss, S4 eq. 1). `sft.adapter: lora | dora` saves a peft adapter
-whose recorded base is data/models/base; `full` (the tiny default, SPEC §3) a whole model.
+whose recorded base is the base model (hub id or absolute dir); `full` (the tiny default,
+SPEC §3) a whole model.
 The student sees the plain prompt (no strategy hint: that is the teacher's interface).
 
 Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py`.
@@ -18,6 +19,7 @@ from countdown_rlvr.io import (
     section,
     write_metrics,
 )
+from countdown_rlvr.model import configure
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
 from countdown_rlvr.train.sft import completion_metrics, is_main_process
 
@@ -26,7 +28,9 @@ DETAIL = Path(f"{DETAILS}/sft.json")  # fit_and_save wrote it; the validation nu
 
 
 def main() -> None:
-    sec = section(load_params(), "sft", required=("lr", "batch_size", "max_len"))
+    params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
+    sec = section(params, "sft", required=("lr", "batch_size", "max_len"))
     cfg = training_config("sft", sec, extra_keys=tuple(ADAPTER_DEFAULTS))  # fail before any work
     require_inputs("sft", TRAIN, VAL, BASE)
     train = [(r["prompt"], r["completion"]) for r in read_jsonl(TRAIN)]

@@ -27,7 +27,7 @@ from countdown_rlvr.io import (
     write_json,
     write_metrics,
 )
-from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, load_model
+from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, configure, load_model
 from countdown_rlvr.traces import strategy_prompt
 from countdown_rlvr.train.run import fit_and_save, training_config
 
@@ -37,12 +37,14 @@ INITS = ("base", "scratch")
 
 
 def main() -> None:
-    t = section(load_params(), "teacher", required=EXTRA)
+    params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
+    t = section(params, "teacher", required=EXTRA)
     if t["base"] != "tiny":
         with atomic_path(OUT) as tmp:
             tmp.mkdir()
             write_json(tmp / REF_FILE, {"base": t["base"]})
-        empty_curves("teacher")  # the declared curve dir: an empty plot
+        empty_curves("teacher", ("loss", "token_acc"))  # the declared curve dir: empty plots
         write_metrics("teacher", {"base": t["base"], "trained": False}, headline.training)
         print(f"[teacher] wrote {OUT}/{REF_FILE} -> {t['base']} (pass-through)")
         return

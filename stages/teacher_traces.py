@@ -20,7 +20,7 @@ from countdown_rlvr.io import (
     write_jsonl,
     write_metrics,
 )
-from countdown_rlvr.model import load_model
+from countdown_rlvr.model import configure, load_model
 from countdown_rlvr.sampling import generate
 from countdown_rlvr.task import get_reward, solve_prompt
 from countdown_rlvr.traces import STYLES, strategy_prompt
@@ -31,6 +31,7 @@ OUT, SAMPLES = "data/traces/teacher.jsonl", "data/traces/teacher_samples.parquet
 
 def main() -> None:
     params = load_params()
+    configure(params)  # model.dtype for every load, sampler for saved policies
     p = section(params, "teacher_traces", required=("n_problems", "k", "strategies", "sampler", "seed", "batch_size"))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     bad = [s for s in p["strategies"] if s not in STYLES]

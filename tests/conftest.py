@@ -86,6 +86,38 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+# Qwen's chat format (im_start / im_end turns), the shape of every Qwen2.5 tokenizer's template.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+@pytest.fixture(scope="session")
+def hub_model(tmp_path_factory) -> Path:
+    """A hub-shaped local model: what `save_pretrained` of a Qwen2.5 checkpoint looks like
+    (Qwen2 architecture, a tokenizer with im_start/im_end special tokens and a chat
+    template), small and random, built here so nothing is downloaded."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    from countdown_rlvr.model import TINY_PRESETS, build_tokenizer, tiny_config
+
+    tok = build_tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tok.chat_template = CHAT_TEMPLATE
+    cfg = tiny_config(**TINY_PRESETS["student"], vocab_size=len(tok))
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    out = tmp_path_factory.mktemp("hub") / "Qwen2-tiny-chat"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
 @pytest.fixture
 def pipeline(tmp_path: Path) -> Pipeline:
     return make_pipeline(tmp_path / "repo")

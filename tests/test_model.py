@@ -185,3 +185,57 @@ def test_pretraining_corpus():
             last = _STEP.findall(d)[-1]
             assert int(last[3]) == answer
             assert eval(expr) == answer  # our own generated text, integers only
+
+
+# --------------------------------------------------------------------------- chat prompts
+def test_chat_prompts_are_rendered_by_the_template_wherever_a_prompt_is_tokenized(hub_model):
+    """Sampling, SFT/IPO encoding and RL scoring all read the prompt through the chat
+    template (system + user turns, then the assistant's turn); the tiny tokenizer, which
+    has no template, keeps its plain prompts."""
+    from countdown_rlvr.model import CHAT_SYSTEM, load_model, render_prompts
+    from countdown_rlvr.sampling import Sample
+    from countdown_rlvr.task import solve_prompt
+    from countdown_rlvr.train.rloo import pack_rollouts
+    from countdown_rlvr.train.sft import encode
+
+    model, tok = load_model(str(hub_model))
+    user = solve_prompt([1, 2, 3], 6, "chat")
+    text = render_prompts(tok, [user])[0]
+    assert text == (f"<|im_start|>system\n{CHAT_SYSTEM}<|im_end|>\n"
+                    f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+    want = tok(text).input_ids
+    assert want[0] == tok.convert_tokens_to_ids("<|im_start|>")
+    ids, n_prompt = encode(tok, user, "<answer>1 + 2 + 3</answer>")
+    assert ids[:n_prompt] == want
+    sample = Sample(text="x", token_ids=[5, 6], n_tokens=2, finish_reason="stop", logprobs=[-1.0, -1.0])
+    packed = pack_rollouts(tok, [user], [[sample]], "cpu")
+    assert packed.input_ids[0, :packed.start].tolist()[-len(want):] == want
+    assert render_prompts(build_tokenizer(), ["Numbers: 1 2 Target: 3\n"]) == \
+        ["Numbers: 1 2 Target: 3\n"]
+    assert tok.model_max_length == model.config.max_position_embeddings == 512
+
+
+def test_model_dtype_setting_reaches_loads_and_accelerate(tiny_dir):
+    from countdown_rlvr.model import SETTINGS, configure, load_model, mixed_precision
+
+    try:
+        configure({"model": {"dtype": "bfloat16"}})
+        model, _ = load_model(str(tiny_dir))
+        assert next(model.parameters()).dtype == torch.bfloat16 and mixed_precision() == "bf16"
+        with pytest.raises(ValueError, match="model.dtype 'fp8' is unknown"):
+            configure({"model": {"dtype": "fp8"}})
+    finally:
+        configure({})
+    assert SETTINGS["dtype"] == "float32" and mixed_precision() == "no"
+    assert next(load_model(str(tiny_dir))[0].parameters()).dtype == torch.float32
+
+
+def test_portable_base_is_the_hub_id_or_an_absolute_dir(tmp_path, tiny_dir, monkeypatch):
+    """What an adapter records as its base: loadable from any working directory."""
+    from countdown_rlvr.model import portable_base
+
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref/REF.json").write_text('{"base": "Qwen/Qwen2.5-0.5B"}')
+    assert portable_base(tmp_path / "ref") == "Qwen/Qwen2.5-0.5B"  # pass-through hub base
+    monkeypatch.chdir(tiny_dir.parent)
+    assert portable_base(tiny_dir.name) == str(tiny_dir.resolve())  # relative local dir

@@ -36,14 +36,14 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     assert ran(again) == set() and "Data and pipelines are up to date" in again.stdout
 
     # LoRA SFT, then IPO training that same adapter further: both are peft adapter dirs whose
-    # recorded base is the local base dir, which evaluate.policy_ref resolves and loads
+    # recorded base is the local base dir (absolute), which evaluate.policy_ref resolves and loads
     pipeline.set_params({"sft": {"adapter": "lora"}, "ipo": {"adapter": "lora"}})
     assert ran(pipeline.repro("ipo@scripted")) == {"sft", "ipo@scripted"}
     assert json.loads(pipeline.read("reports/details/sft.json"))["adapter"] == "lora"
-    monkeypatch.chdir(pipeline.path)  # adapter configs record the base relative to the repo
+    monkeypatch.chdir(pipeline.path)
     for out in ("data/models/sft", "data/models/ipo/scripted"):
         ref = policy_ref(out)
-        assert (ref.base, ref.adapter) == ("data/models/base", out)
+        assert (ref.base, ref.adapter) == (str((pipeline.path / "data/models/base").resolve()), out)
         model, _ = load_model(ref.base, ref.adapter)
         assert type(model).__name__.startswith("Peft")
 

@@ -18,6 +18,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
+    GenerationConfig,
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
@@ -126,6 +127,7 @@ def build_tiny(preset_or_dict: str | dict[str, Any], out_dir: str | Path, seed: 
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(cfg)
     model.generation_config.pad_token_id = tok.pad_token_id
+    tok.model_max_length = cfg.max_position_embeddings
     with atomic_path(out_dir) as tmp:  # never leave a half-written model dir behind
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
@@ -134,6 +136,50 @@ def build_tiny(preset_or_dict: str | dict[str, Any], out_dir: str | Path, seed: 
 
 def n_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())  # tied weights are counted once
+
+
+# --------------------------------------------------------------------------- run settings
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+          "auto": "auto"}  # auto = the dtype the checkpoint was saved in (bf16 for Qwen2.5)
+# What every stage sets from params.yaml once, with `configure(params)`: the precision of
+# every model load (and so of accelerate's mixed precision and vLLM), and the evaluation
+# sampler that saved policies carry as their generation_config.json.
+SETTINGS: dict[str, Any] = {"dtype": "float32", "sampler": None}
+
+
+def configure(params: dict[str, Any]) -> None:
+    """Take `model.dtype` and `sampler` from the stage's params (defaults: float32, none)."""
+    dtype = (params.get("model") or {}).get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise ValueError(f"model.dtype {dtype!r} is unknown; valid: {', '.join(DTYPES)}")
+    SETTINGS.update(dtype=dtype, sampler=params.get("sampler"))
+
+
+def mixed_precision() -> str:
+    """accelerate's `mixed_precision` for the configured dtype: autocast matches the weights."""
+    return {"bfloat16": "bf16", "float16": "fp16"}.get(SETTINGS["dtype"], "no")
+
+
+# --------------------------------------------------------------------------- chat prompts
+# The system turn of the chat prompt (the R1-Zero / TinyZero Countdown convention): the
+# user turn is the S0 solve prompt, and the reply starts after the generation prompt.
+CHAT_SYSTEM = ("You are a helpful assistant. You first think about the reasoning process in "
+               "the mind and then provide the user with the answer.")
+
+
+def render_prompts(tok, prompts: list[str]) -> list[str]:
+    """Prompts as the model reads them: through its chat template when the tokenizer has one.
+
+    Every place that tokenizes a prompt (sampling, SFT/IPO encoding, RL scoring) calls this,
+    so a completion is scored after exactly the text it was sampled after. The embedded
+    tiny tokenizer has no template: its prompts pass through unchanged.
+    """
+    if not getattr(tok, "chat_template", None):
+        return list(prompts)
+    return [tok.apply_chat_template([{"role": "system", "content": CHAT_SYSTEM},
+                                     {"role": "user", "content": p}],
+                                    tokenize=False, add_generation_prompt=True)
+            for p in prompts]
 
 
 # --------------------------------------------------------------------------- loading
@@ -165,14 +211,23 @@ def resolve_base(path: str | Path) -> str:
     return str(path)
 
 
-def load_model(base: str, adapter: str | None = None, dtype: torch.dtype = torch.float32,
+def portable_base(path: str | Path) -> str:
+    """The base an adapter records: a hub id as is, a local dir as an absolute path, so that
+    `AutoPeftModelForCausalLM.from_pretrained(adapter)` works from any working directory."""
+    base = resolve_base(path)
+    return str(Path(base).resolve()) if Path(base).exists() else base
+
+
+def load_model(base: str, adapter: str | None = None, dtype: str | torch.dtype | None = None,
                is_trainable: bool = False, device: str | None = None,
                ) -> tuple[Any, PreTrainedTokenizerFast]:
     """(model, tokenizer) for a local dir or hub id, with an optional peft adapter on top.
 
     `adapter: full` training stages save a whole model; such a dir is accepted in the
-    adapter slot too and then simply replaces the base. `device` defaults to cuda if present.
+    adapter slot too and then simply replaces the base. `dtype` defaults to the configured
+    `model.dtype` (float32 unless `configure` said otherwise). `device` defaults to cuda if present.
     """
+    dtype = DTYPES[SETTINGS["dtype"]] if dtype is None else DTYPES.get(dtype, dtype)
     if adapter is not None and not Path(adapter).is_dir():
         raise FileNotFoundError(
             f"adapter {adapter!r} not found; run `dvc repro` for the stage that writes it.")
@@ -189,12 +244,36 @@ def load_model(base: str, adapter: str | None = None, dtype: torch.dtype = torch
             f"a hub id, check the name, the network and HF_HUB_OFFLINE. ({exc})") from exc
     if tok.pad_token is None:  # e.g. Llama-style hub tokenizers
         tok.pad_token = tok.eos_token
+    if tok.model_max_length > 1e20:  # "unknown" (1e30): the real context is the model's
+        tok.model_max_length = model.config.max_position_embeddings
     if adapter is not None:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(adapter), is_trainable=is_trainable)
     model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     return model, tok
+
+
+def save_policy_dir(model, tok, out_dir: str | Path) -> None:
+    """save_pretrained of a model or peft adapter + tokenizer, atomically, loadable anywhere.
+
+    Adapters record their base with `portable_base`; every policy carries the evaluation
+    sampler (`configure`) as generation_config.json, so plain `generate` samples like we do.
+    It is the sampler of the run that saved the policy: `sampler` is deliberately not a
+    param of the training stages (an evaluation-temperature experiment must not retrain
+    every model), and `evaluate` always samples with the current `sampler` params.
+    """
+    for cfg in getattr(model, "peft_config", {}).values():
+        cfg.base_model_name_or_path = portable_base(cfg.base_model_name_or_path)
+    gen = getattr(model, "generation_config", None) or GenerationConfig()
+    sampler = SETTINGS["sampler"]
+    if sampler:
+        gen.update(do_sample=True, temperature=sampler["temperature"], top_p=sampler["top_p"],
+                   top_k=sampler["top_k"], max_new_tokens=sampler["max_new_tokens"])
+    with atomic_path(out_dir) as tmp:  # never leave a half-written model dir behind
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        gen.save_pretrained(tmp)  # a peft adapter's save_pretrained does not write it
 
 
 def merge_adapter(ref: ModelRef, out_dir: str | Path) -> str:

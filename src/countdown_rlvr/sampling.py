@@ -37,7 +37,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from .model import ModelRef, load_model, merge_adapter
+from .model import SETTINGS, ModelRef, load_model, merge_adapter, render_prompts
 
 BACKENDS = ("hf", "vllm")
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -221,7 +221,8 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
         starts = range(0, len(jobs), batch_size)
         for b, start in enumerate(tqdm(starts, desc="generate", disable=not progress)):
             batch = jobs[start:start + batch_size]
-            enc = tok([prompts[i] for i, _ in batch], return_tensors="pt", padding=True)
+            enc = tok(render_prompts(tok, [prompts[i] for i, _ in batch]), return_tensors="pt",
+                      padding=True)
             gen = torch.Generator(device=device).manual_seed(derive_seed(seed, b))
             new, lps = _decode(model, enc["input_ids"].to(device),
                                enc["attention_mask"].to(device), sp, eos, pad, gen,
@@ -277,11 +278,12 @@ def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logpro
         except OSError:  # no generation_config.json
             eos = _eos_ids(None, tok)
         extra = {"logprobs_mode": "processed_logprobs"} if return_logprobs else {}
-        # enforce_eager: ~5 s start-up instead of 30-70 s of graph capture; fp32 for HF parity.
+        # enforce_eager: ~5 s start-up instead of 30-70 s of graph capture; the dtype of
+        # `model.dtype` (float32 by default, for HF parity).
         # On a CPU, gpu_memory_utilization is the fraction of *host* memory vLLM reserves
         # for its KV cache (default 0.92 fails on a shared machine); VLLM_GPU_MEM overrides.
         mem = float(os.environ.get("VLLM_GPU_MEM", "0.2"))
-        llm = LLM(model=path, enforce_eager=True, dtype="float32", seed=seed,
+        llm = LLM(model=path, enforce_eager=True, dtype=SETTINGS["dtype"], seed=seed,
                   gpu_memory_utilization=mem, **extra)
         params = [
             SamplingParams(
@@ -293,7 +295,9 @@ def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logpro
             )
             for i in range(len(prompts))
         ]
-        results = llm.generate(prompts, params, use_tqdm=True)
+        # token ids of the rendered prompts: tokenized exactly as the HF backend does
+        ids = tok(render_prompts(tok, prompts)).input_ids
+        results = llm.generate([{"prompt_token_ids": p} for p in ids], params, use_tqdm=True)
         del llm
     out = []
     for res in results:

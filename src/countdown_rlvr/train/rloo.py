@@ -17,10 +17,11 @@ so the IS weight is 1 up to numerical noise; it departs from 1 on further epochs
 batch, or when the sampler truncates (top-k / top-p: mu is then the processed distribution,
 see `sampling`).
 
-Runs under `python` and `accelerate launch --num_processes N`: every process samples its own
-share of each step's prompts (prompts_per_step must divide evenly), DDP averages gradients, and
+Runs under `python` and `accelerate launch --num_processes N`: every process draws the step's
+rollouts as one process would and trains on its share of the prompts (prompts_per_step must
+divide evenly), DDP averages gradients, and
 the diagnostics are reduced over processes before the main process logs them. Deterministic on
-CPU for a fixed seed and process count.
+CPU for a fixed seed, and the same per step for any process count up to float rounding.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from tqdm.auto import tqdm
 from .. import headline
 from ..io import StageError, read_jsonl, require_inputs, write_metrics, write_timing
 from ..logprobs import token_entropy, token_logprobs
-from ..model import n_parameters
+from ..model import n_parameters, render_prompts
 from ..sampling import derive_seed, generate, sampler_params
 from ..task import get_reward, solve_prompt, verify
 from ..traces import STRATEGY_HINTS, strategy_prompt
@@ -245,8 +246,8 @@ def pack_rollouts(tok, prompts: list[str], samples: list[list], device,
     completions = [s.token_ids for s in flat]  # the sampled ids, never re-tokenized text
 
     def rows(texts):
-        ids, attn, start = pack([ids for ids in tok(texts).input_ids for _ in range(G)],
-                                completions, pad_id)
+        prompt_ids = tok(render_prompts(tok, texts)).input_ids  # chat template if any
+        ids, attn, start = pack([ids for ids in prompt_ids for _ in range(G)], completions, pad_id)
         return ids.to(device), attn.to(device), start
 
     input_ids, attn, start = rows(prompts)
@@ -433,12 +434,16 @@ def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_mod
     for step in range(cfg["steps"]):
         # ---- Alg. 1 lines 1-2: this process's prompts, G rollouts each, rewards, advantages
         pool = curriculum.pool() if curriculum else None
-        local = [problems[i] for i in step_problems(len(problems), K, step, seed, pool)][rank::n_proc]
-        prompts = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in local]
+        chosen = [problems[i] for i in step_problems(len(problems), K, step, seed, pool)]
         tg = time.time()
-        samples = generate((policy, tok), prompts, n=G, sampler=cfg["sampler"],
-                           seed=derive_seed(seed, step, rank), return_logprobs=True,
-                           batch_size=cfg["gen_batch_size"], progress=False)
+        # Every process draws the step's rollouts exactly as a single process does (one call,
+        # one seed) and keeps its share, so the run does not depend on the process count;
+        # the update (forward/backward, the memory-heavy part) is what the processes split.
+        every = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in chosen]
+        samples = generate((policy, tok), every, n=G, sampler=cfg["sampler"],
+                           seed=derive_seed(seed, step, 0), return_logprobs=True,
+                           batch_size=cfg["gen_batch_size"], progress=False)[rank::n_proc]
+        local, prompts = chosen[rank::n_proc], every[rank::n_proc]
         gen_s, tu = gen_s + time.time() - tg, time.time()
         gen_tokens += sum(s.n_tokens for group in samples for s in group)
         verdicts = [[verify(s.text, p["numbers"], p["target"]) for s in group]

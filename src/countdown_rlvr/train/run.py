@@ -8,12 +8,13 @@ throughput vary run to run and go to reports/timings/<stage>.json, outside DVC.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from .. import headline
-from ..io import StageError, atomic_path, write_metrics, write_timing
-from ..model import load_model, n_parameters, policy_ref
+from ..io import StageError, write_metrics, write_timing
+from ..model import load_model, n_parameters, policy_ref, save_policy_dir
 from .sft import (
     ADAPTERS,
     SFT_DEFAULTS,
@@ -53,8 +54,8 @@ def init_policy(stage: str, init_dir: str | Path, sec: dict[str, Any]):
     """(model, tokenizer) to train, starting from the policy in `init_dir` (SPEC §3).
 
     `sec` is the stage's params section; its ADAPTER_DEFAULTS keys choose how to train:
-    a LoRA/DoRA adapter in `init_dir` is trained further when the stage also asks for
-    lora/dora (one adapter on the base, so `policy_ref` keeps working); otherwise the
+    a LoRA (DoRA) adapter in `init_dir` is trained further when the stage asks for lora
+    (dora) too (one adapter on the base, so `policy_ref` keeps working); otherwise the
     init policy is merged into plain weights and `apply_adapter` wraps it.
     """
     cfg = {**ADAPTER_DEFAULTS, **{k: sec[k] for k in ADAPTER_DEFAULTS if k in sec}}
@@ -65,8 +66,10 @@ def init_policy(stage: str, init_dir: str | Path, sec: dict[str, Any]):
         ref = policy_ref(init_dir)
     except (FileNotFoundError, ValueError) as exc:
         raise StageError(stage, f"{exc}; run `dvc repro` for the stage that writes {init_dir}") from exc
-    if ref.adapter and cfg["adapter"] != "full" and (Path(ref.adapter) / "adapter_config.json").exists():
-        return load_model(ref.base, ref.adapter, is_trainable=True)
+    adapter_cfg = Path(ref.adapter or "") / "adapter_config.json"
+    if ref.adapter and cfg["adapter"] != "full" and adapter_cfg.exists() and \
+            json.loads(adapter_cfg.read_text()).get("use_dora", False) == (cfg["adapter"] == "dora"):
+        return load_model(ref.base, ref.adapter, is_trainable=True)  # same kind: train it on
     model, tok = load_model(ref.base, ref.adapter)
     if hasattr(model, "merge_and_unload"):  # a peft adapter under full / a new adapter
         model = model.merge_and_unload()
@@ -94,10 +97,9 @@ def open_live(name: str):
 
 
 def save_policy(model, tok, out_dir: str | Path) -> None:
-    """save_pretrained of the model (or peft adapter) and tokenizer, atomically."""
-    with atomic_path(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+    """save_pretrained of the model (or peft adapter) and tokenizer, atomically, loadable
+    with plain transformers / peft from any directory (`model.save_policy_dir`)."""
+    save_policy_dir(model, tok, out_dir)
 
 
 def fit_and_save(stage: str, model, tok, examples: list[tuple[str, str]], cfg: dict,

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
+from ..model import mixed_precision, render_prompts
 from .losses import completion_nll
 
 # cfg keys of train_sft and their defaults (None = required, or optional without a value).
@@ -87,7 +88,7 @@ def encode(tokenizer, prompt: str, completion: str, end: bool = True) -> tuple[l
     completion the model must go on from (no EOS target), e.g. InT's prefix + intervention.
     """
     eos = tokenizer.eos_token_id
-    prompt_ids = tokenizer(prompt).input_ids if prompt else [eos]
+    prompt_ids = tokenizer(render_prompts(tokenizer, [prompt])[0]).input_ids if prompt else [eos]
     tail = [eos] if end else []
     return prompt_ids + tokenizer(completion, add_special_tokens=False).input_ids + tail, \
         len(prompt_ids)
@@ -193,7 +194,7 @@ def _optimizer(model, lr: float, weight_decay: float) -> torch.optim.Optimizer:
 def setup_run(cfg: dict[str, Any]) -> Accelerator:
     """The Accelerator of a training loop (a gloo group of CPU processes when there is no GPU),
     with the cores shared between processes and every RNG seeded."""
-    accelerator = Accelerator(cpu=_cpu_only(),
+    accelerator = Accelerator(cpu=_cpu_only(), mixed_precision=mixed_precision(),
                               dataloader_config=DataLoaderConfiguration(split_batches=True))
     n_proc = accelerator.num_processes
     if cfg["batch_size"] % n_proc:
