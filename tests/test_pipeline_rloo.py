@@ -65,5 +65,5 @@ def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
     pipeline.set_params({"rloo": {"reward": "bogus"}})
     proc = pipeline.repro("rloo", check=False)
     assert proc.returncode != 0
-    assert "[rloo] error: unknown reward 'bogus'; valid rewards: binary, format, shaped" in proc.stderr
+    assert "`rloo.reward` is 'bogus'; allowed: one of binary, format, shaped" in proc.stderr
     assert "[RLOO]" not in proc.stdout  # the loop never started

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -26,6 +27,8 @@ class StageError(SystemExit):
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """params.yaml, every value checked (`config`), before a stage does any work. Every stage
+    starts here, so this is also where a killed run's stale temporary files are cleared."""
     path = Path(path)
     if not path.exists():
         raise StageError("params", f"{path} not found; run from the repository root.")
@@ -35,7 +38,29 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
         raise StageError("params", f"{path} is not valid YAML ({exc}); fix the syntax.") from exc
     if not isinstance(params, dict):
         raise StageError("params", f"{path} must be a mapping of stage sections.")
+    from .config import problems_in
+
+    if bad := problems_in(params):
+        raise StageError("params", f"{path}: " + "\n  ".join(bad) + "\nfix the value in "
+                         f"{path} (or the `-S` override) and run again.")
+    clear_stale_tmp()
     return params
+
+
+TMP = re.compile(r"^\..+\.tmp$")  # atomic_path's temporary siblings: .<name>.<random>.tmp
+
+
+def clear_stale_tmp(roots: tuple[str, ...] = ("data", "reports", "dvclive")) -> list[Path]:
+    """Remove the temporary siblings a killed stage left behind, so no later stage hashes
+    half a file into a directory dep (.dvcignore hides them from DVC as well)."""
+    stale = [Path(d) / n for root in roots if Path(root).is_dir()
+             for d, dirs, files in os.walk(root) for n in dirs + files if TMP.match(n)]
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return stale
 
 
 def section(params: dict[str, Any], name: str, required: tuple[str, ...] = ()) -> dict[str, Any]:

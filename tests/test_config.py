@@ -1,0 +1,125 @@
+"""Bad params stop a stage when it reads them (`io.load_params`), before any compute, with
+one message naming the key, the bad value and what is allowed; names that become shell
+arguments and paths are restricted; a killed stage's temporary files are cleared."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, merge
+
+from countdown_rlvr.io import StageError, atomic_path, clear_stale_tmp, load_params
+
+BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def put(base: dict, override: dict) -> dict:
+    """Like conftest.merge, but a null override value is written as null, not deleted."""
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = put(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_with(tmp_path: Path, override: dict, combine=put):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(combine(BASE, override)))
+    return load_params(path)
+
+
+@pytest.mark.parametrize("name", ["params.smoke.yaml", "params.qwen.yaml"])
+def test_the_shipped_params_and_overrides_are_valid(tmp_path, name):
+    load_with(tmp_path, yaml.safe_load((ROOT / name).read_text()), combine=merge)
+    assert load_params(ROOT / "params.yaml")["rloo"]["reward"] == "binary"
+
+
+# (override, the `key` the message must name, a fragment of what is allowed)
+CASES = [
+    ({"evaluate": {"ks": "1,2"}}, "evaluate.ks", "a list"),
+    ({"rloo": {"grad_clip": "x"}}, "rloo.grad_clip", "null or a number > 0"),
+    ({"sft": {"grad_clip": "x"}}, "sft.grad_clip", "null or a number > 0"),
+    ({"model": {"prompt_style": "fancy"}}, "model.prompt_style", "one of tiny, chat"),
+    ({"rloo": {"is_clip": None}}, "rloo.is_clip", "a number > 0"),
+    ({"rloo": {"kl_coef": None}}, "rloo.kl_coef", "a number >= 0"),
+    ({"sampler": {"temperature": None}}, "sampler.temperature", "a number > 0"),
+    ({"rloo": {"sampler": {"temperature": "hot"}}}, "rloo.sampler.temperature", "a number > 0"),
+    ({"sft": {"lora_r": -1}}, "sft.lora_r", "an integer >= 1"),
+    ({"ipo": {"target_modules": 7}}, "ipo.target_modules", "a module name pattern"),
+    ({"traces": {"per_problem": 0}}, "traces.per_problem", "an integer >= 1"),
+    ({"problems": {"n_test": 2.5}}, "problems.n_test", "an integer >= 1"),
+    ({"rloo": {"micro_batch": True}}, "rloo.micro_batch", "null or an integer >= 1"),
+    ({"problems": {"n_tset": 100}}, "problems.n_tset", "known: seed, n_train"),
+    ({"problems": {"n_numbers": 3}}, "problems.n_numbers", "a list"),
+    ({"problems": {"n_numbers": [3, 7]}}, "problems.n_numbers", "<= 6"),
+    ({"problems": {"ood_n_numbers": [5, 9]}}, "problems.ood_n_numbers", "<= 6"),
+    ({"rloo": {"lrr": 1e-4}}, "rloo.lrr", "not a param this pipeline reads"),
+    ({"int": {"rloo": {"steps": 0}}}, "int.rloo.steps", "an integer >= 1"),
+    ({"model": {"dtype": "fp8"}}, "model.dtype", "float32, bfloat16, float16, auto"),
+    ({"evaluate": {"policies": {"x;touch /tmp/X;#": "data/models/sft"}}}, "evaluate.policies",
+     "letters, digits"),
+    ({"evaluate": {"policies": {"../../../../tmp/escape": "data/models/sft"}}},
+     "evaluate.policies", "letters, digits"),
+    ({"ipo": {"sources": ["scripted", "a b"]}}, "ipo.sources", "a name of letters"),
+    ({"distill": {"conditions": ["F1", "../F2"]}}, "distill.conditions", "a name of letters"),
+    ({"compare": {"pairs": [["sft", "x;rm"]]}}, "compare.pairs", "pairs of policy names"),
+    ({"report": {"reference": "$(id)"}}, "report.reference", "a name of letters"),
+]
+
+
+@pytest.mark.parametrize("override,key,allowed", CASES, ids=[c[1] for c in CASES])
+def test_a_bad_value_is_refused_naming_key_value_and_what_is_allowed(tmp_path, override, key,
+                                                                     allowed):
+    with pytest.raises(StageError) as err:
+        load_with(tmp_path, override)
+    message = str(err.value.code)
+    assert message.startswith("[params] error:")
+    line = next(ln for ln in message.splitlines() if f"`{key}`" in ln)
+    assert allowed in line
+
+
+def test_every_problem_is_listed_at_once(tmp_path):
+    with pytest.raises(StageError) as err:
+        load_with(tmp_path, {"rloo": {"lr": -1, "steps": 0}, "sampler": {"top_p": 2}})
+    assert all(f"`{k}`" in str(err.value.code) for k in ("rloo.lr", "rloo.steps", "sampler.top_p"))
+
+
+def test_a_stage_refuses_before_loading_anything(tmp_path):
+    """The real stage script: the message, and no model, data or output touched."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(merge(BASE, {"evaluate": {"ks": "1,2"}})))
+    proc = subprocess.run([sys.executable, str(ROOT / "stages/evaluate.py"), "sft"],
+                          check=False, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "`evaluate.ks` is '1,2'" in proc.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "reports").exists()
+
+
+def test_foreach_names_reach_the_shell_quoted():
+    cmds = [s.get("do", s)["cmd"] for s in
+            yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values()]
+    for cmd in cmds:
+        for arg in cmd.split()[2:]:
+            if "${" in arg:
+                assert arg.startswith("'${") and arg.endswith("}'"), cmd
+
+
+def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # a stage that fails half-way through its write
+    with pytest.raises(RuntimeError), atomic_path("reports/metrics/problems.json") as tmp:
+        tmp.write_text('{"half": ')
+        leftover = tmp.parent
+        raise RuntimeError
+    assert not leftover.exists()  # atomic_path cleans up after itself when it can ...
+    stale = Path("reports/metrics/.problems.json.k1ll3d.tmp")  # ... not after a SIGKILL
+    stale.mkdir(parents=True)
+    (stale / "problems.json").write_text('{"half": ')
+    Path("data/models/.sft.k1ll3d.tmp").mkdir(parents=True)
+    keep = Path("data/models/sft/model.tmpl")
+    keep.parent.mkdir(parents=True)
+    keep.write_text("x")
+    assert sorted(map(str, clear_stale_tmp())) == ["data/models/.sft.k1ll3d.tmp",
+                                                   "reports/metrics/.problems.json.k1ll3d.tmp"]
+    assert not stale.exists() and keep.exists()
+    assert ".*.tmp" in (ROOT / ".dvcignore").read_text()
