@@ -17,7 +17,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-MAX_NUMBERS = 6  # operands per problem: the exhaustive solver's limit (task.solve)
+# operands per problem: task.solve.MAX_NUMBERS, the exhaustive solver's limit (a copy, so
+# that reading params imports no task code; tests/test_config.py checks they agree)
+MAX_NUMBERS = 6
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # policy / source / condition names: they become
 # shell arguments and path parts (`python stages/evaluate.py <name>`, reports/.../<name>.json)
 

@@ -92,11 +92,28 @@ def _solve(numbers: tuple[int, ...], target: Fraction) -> tuple[str, ...]:
     return tuple(sorted(found, key=lambda s: (len(s), s)))
 
 
+MAX_NUMBERS = 6  # 6 numbers: ~9 s and 256 MB at worst (target 0); 7 run out of memory
+
+
 def solve(numbers: list[int], target: int) -> list[str]:
-    """All distinct solution expressions (shortest first); [] when unsolvable."""
+    """All distinct solution expressions (shortest first); [] when unsolvable.
+
+    Raises ValueError for more than MAX_NUMBERS numbers (the search is exponential) or an
+    operand or target that is not an integer (its answers would fail the verifier)."""
+    numbers = [_integer(x, "operand") for x in numbers]
+    if len(numbers) > MAX_NUMBERS:
+        raise ValueError(f"solve() takes at most {MAX_NUMBERS} numbers (the exhaustive search "
+                         f"is exponential), got {len(numbers)}")
     if not numbers:
         return []
-    return list(_solve(tuple(sorted(numbers)), Fraction(target)))
+    return list(_solve(tuple(sorted(numbers)), Fraction(_integer(target, "target"))))
+
+
+def _integer(x, what: str) -> int:
+    """x as a plain int, or ValueError: bools, floats (even 2.0), strings and NaN are refused."""
+    if isinstance(x, bool) or not hasattr(x, "__index__"):
+        raise ValueError(f"solve() needs integer operands and target; the {what} {x!r} is not")
+    return x.__index__()
 
 
 # --- traces and negatives -----------------------------------------------------------
