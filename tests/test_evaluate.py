@@ -204,7 +204,7 @@ def test_evaluate_stage_errors(pipeline):
     pipeline.set_params({"evaluate": {"reward": "nope"}})
     proc = pipeline.run("python", "stages/evaluate.py", "ghost", check=False)
     assert proc.returncode != 0 and "evaluate.reward" in proc.stderr
-    pipeline.set_params({"compare": {"pairs": [["ghost", "zzz"]]}})
+    pipeline.set_params({"evaluate": {"reward": "binary"}, "compare": {"pairs": [["ghost", "zzz"]]}})
     proc = pipeline.run("python", "stages/compare.py", check=False)
     assert proc.returncode != 0 and "['zzz']" in proc.stderr
 

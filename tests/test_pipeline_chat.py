@@ -49,7 +49,7 @@ def test_qwen_recipe_end_to_end_on_a_hub_shaped_chat_model(pipeline, hub_model, 
 
     records = __import__("pandas").read_parquet(pipeline.path / "data/eval/rloo/records.parquet")
     assert len(records) > 0 and records["reward"].notna().all()
-    m = json.loads(pipeline.read("reports/metrics/rloo.json"))
+    m = json.loads(pipeline.read("reports/details/rloo.json"))
     assert m["steps"] == 2 and m["adapter"] == "dora"
 
     # the same IPO source once more as a full model (merged SFT adapter), still in bf16

@@ -6,6 +6,7 @@ import math
 import re
 import sys
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -34,8 +35,9 @@ def test_solve_refuses_a_non_integer_operand_or_target(bad):
         solve([3, 4, 2], bad)
 
 
-def test_solve_takes_numpy_integers_like_ints():
+def test_solve_takes_numpy_integers_and_exact_fractions():
     assert solve(list(np.array([3, 4, 2])), np.int64(24)) == solve([3, 4, 2], 24)
+    assert solve([Fraction(3, 2), 4], 6) == ["3/2 * 4"]  # an intervention's intermediate
 
 
 @settings(deadline=None, max_examples=50)

@@ -98,21 +98,26 @@ MAX_NUMBERS = 6  # 6 numbers: ~9 s and 256 MB at worst (target 0); 7 run out of 
 def solve(numbers: list[int], target: int) -> list[str]:
     """All distinct solution expressions (shortest first); [] when unsolvable.
 
-    Raises ValueError for more than MAX_NUMBERS numbers (the search is exponential) or an
-    operand or target that is not an integer (its answers would fail the verifier)."""
-    numbers = [_integer(x, "operand") for x in numbers]
+    Operands and target are integers, or exact Fractions (the interventions ask whether a
+    partial solution's rational intermediates can still reach the target). Raises ValueError
+    for more than MAX_NUMBERS numbers (the search is exponential) or any other operand or
+    target (a float, bool, string or NaN: its answers would fail the verifier)."""
+    numbers = [_exact(x, "operand") for x in numbers]
     if len(numbers) > MAX_NUMBERS:
         raise ValueError(f"solve() takes at most {MAX_NUMBERS} numbers (the exhaustive search "
                          f"is exponential), got {len(numbers)}")
     if not numbers:
         return []
-    return list(_solve(tuple(sorted(numbers)), Fraction(_integer(target, "target"))))
+    return list(_solve(tuple(sorted(numbers)), Fraction(_exact(target, "target"))))
 
 
-def _integer(x, what: str) -> int:
-    """x as a plain int, or ValueError: bools, floats (even 2.0), strings and NaN are refused."""
+def _exact(x, what: str) -> int | Fraction:
+    """x as an int or Fraction, or ValueError: bools, floats (even 2.0), strings and NaN."""
+    if isinstance(x, Fraction):
+        return x
     if isinstance(x, bool) or not hasattr(x, "__index__"):
-        raise ValueError(f"solve() needs integer operands and target; the {what} {x!r} is not")
+        raise ValueError(f"solve() needs integer operands and target (or exact Fractions); "
+                         f"the {what} {x!r} is not")
     return x.__index__()
 
 
