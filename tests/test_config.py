@@ -2,6 +2,7 @@
 one message naming the key, the bad value and what is allowed; names that become shell
 arguments and paths are restricted; a killed stage's temporary files are cleared."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,16 @@ def load_with(tmp_path: Path, override: dict, combine=put):
 def test_the_shipped_params_and_overrides_are_valid(tmp_path, name):
     load_with(tmp_path, yaml.safe_load((ROOT / name).read_text()), combine=merge)
     assert load_params(ROOT / "params.yaml")["rloo"]["reward"] == "binary"
+
+
+def test_exponent_floats_read_as_dvc_writes_them(tmp_path):
+    """`dvc exp run -S rloo.lr=1e-5` writes `lr: 1e-05` (YAML 1.2: no dot needed); a YAML 1.1
+    reader takes that for a string, and the lr rule would refuse a valid learning rate."""
+    text = (ROOT / "params.yaml").read_text()
+    head, rloo = re.split(r"^(?=rloo:)", text, maxsplit=1, flags=re.M)
+    rloo = re.sub(r"^  lr: \S+", "  lr: 1e-05", rloo, count=1, flags=re.M)
+    (tmp_path / "params.yaml").write_text(head + rloo)
+    assert load_params(tmp_path / "params.yaml")["rloo"]["lr"] == 1e-5
 
 
 # (override, the `key` the message must name, a fragment of what is allowed)

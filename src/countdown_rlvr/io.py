@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from ruamel.yaml import YAML, YAMLError
 
 
 class StageError(SystemExit):
@@ -32,9 +33,10 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise StageError("params", f"{path} not found; run from the repository root.")
-    try:
-        params = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
+    try:  # YAML 1.2, as DVC reads it: `-S rloo.lr=1e-5` lands as 1e-05, a float (PyYAML's
+        # YAML 1.1 would read that as a string and the lr check would refuse it)
+        params = YAML(typ="safe", pure=True).load(path.read_text())
+    except YAMLError as exc:
         raise StageError("params", f"{path} is not valid YAML ({exc}); fix the syntax.") from exc
     if not isinstance(params, dict):
         raise StageError("params", f"{path} must be a mapping of stage sections.")
