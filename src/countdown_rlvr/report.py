@@ -7,7 +7,7 @@ dataset, so the report re-renders in seconds and always agrees with `dvc metrics
 
     expected_inputs(policies)           -> {metrics file: stage that writes it}
     load_inputs(metrics, dvclive, ...)  -> Inputs (the loaded files, curves and what is missing)
-    write_figures(inputs, fig_dir)      -> {figure name: file name}
+    write_figures(inputs, fig_dir)      -> {figure name: file name}  (figures.py)
     build_markdown(inputs, figures)     -> the report text
     render_report(...)                  all of the above; require_all=True raises MissingInputs
 
@@ -24,23 +24,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.figure import Figure
 
-from .io import atomic_path, write_text
+from .figures import CURVES, FIGURES, REPAIR, RESAMPLE, RL_RUNS, pass_ks, write_figures
+from .io import write_text
+from .pairs import SOURCES as IPO_SOURCES  # SPEC §4 pair sources (ipo.sources)
 
 # The seeds' table rows. Metrics files and policy names follow the producing stages:
 # ipo/<source>.json + eval/ipo_<source>.json, distill/<key>.json + eval/distill_<key>.json.
-IPO_SOURCES = ("scripted", "easyneg", "hardneg", "base")  # SPEC §4 pair sources (ipo.sources)
-RL_RUNS = ("rloo", "opd", "opd_ac")  # runs with per-step dvclive curves
-# repair.json / distill condition key (research.repair.CONDITIONS) -> S0 Table 2 label
-REPAIR = {"F1": "F1 generic", "F2": "F2 error-class", "F3": "F3 localized",
-          "F4": "F4 targeted", "Fshuf": "F-shuffled", "R": "R-resample"}
-RESAMPLE = "R"
-INT_POLICIES = ("sft", "int_sft", "int", "int_solver_sft", "rloo")  # int.json pass_at_k rows
-# dvclive metric (TSV file stem, under any sub-folder such as train/) -> panel title
-CURVES = {"reward_mean": "reward mean", "zero_std_frac": "fraction of zero-std groups",
-          "kl": "KL to reference (k3)", "entropy": "entropy"}
+# The RL runs and the repair conditions come from figures.py (their figures draw them too).
+# int.json pass_at_k rows: the POLICIES of stages/int.py, a script (and a torch one), so
+# not importable here
+INT_POLICIES = ("sft", "int_sft", "int", "int_solver_sft", "rloo")
 REQUIRED_CURVES = ("reward_mean", "zero_std_frac", "entropy")  # kl only when rloo.kl_coef > 0
 NA = "–"
 
@@ -126,172 +120,6 @@ def load_inputs(metrics_dir: str | Path, dvclive_dir: str | Path, configured=(),
     return Inputs(data, curves, missing, policies, stages)
 
 
-# --------------------------------------------------------------------------- figures
-
-def _figure(ncols: int = 1, nrows: int = 1, size=(7.0, 4.2)):
-    # Figure without pyplot: no global state, no GUI backend, nothing kept alive afterwards
-    fig = Figure(figsize=size, layout="constrained")
-    return fig, fig.subplots(nrows, ncols, squeeze=False).ravel()
-
-
-def _color(i: int):
-    return colormaps["tab20"](i % 20)  # 20 distinguishable colours for up to ~17 policies
-
-
-def _ks(block: dict) -> list[int]:
-    return sorted(int(key[5:]) for key in block if key.startswith("pass@"))
-
-
-def _grouped_bars(ax, names: list[str], series: dict[str, list], ylabel: str) -> None:
-    x, width = np.arange(len(names)), 0.8 / len(series)
-    for j, (label, values) in enumerate(series.items()):
-        vals = [np.nan if v is None else v for v in values]
-        ax.bar(x + (j - (len(series) - 1) / 2) * width, vals, width, label=label)
-    ax.set_xticks(x, names, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    ax.margins(y=0.2)  # headroom for a one-row legend above the bars ("best" is slow)
-    ax.legend(fontsize=8, loc="upper center", ncols=len(series))
-
-
-def fig_pass_at_k(inp: Inputs) -> Figure:
-    fig, (ax,) = _figure()
-    all_ks = set()
-    for i, (name, m) in enumerate(inp.evals().items()):
-        ks = _ks(m["test"])
-        all_ks.update(ks)
-        ax.plot(ks, [m["test"][f"pass@{k}"] for k in ks], marker="o", color=_color(i),
-                label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sorted(all_ks), [str(k) for k in sorted(all_ks)])
-    ax.set(xlabel="k (samples)", ylabel="pass@k (test)", title="pass@k per policy")
-    ax.legend(fontsize=7, ncols=2, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return fig
-
-
-def fig_splits(inp: Inputs) -> Figure:
-    evals = inp.evals()
-    fig, axes = _figure(2, size=(11.0, 4.2))
-    kmax = max(max(_ks(m["test"])) for m in evals.values())
-    for ax, k in zip(axes, (1, kmax)):
-        series = {f"{m}-number": [_get(e, "test", f"n{m}", f"pass@{k}") for e in evals.values()]
-                  for m in (3, 4)}
-        series["OOD (5-6)"] = [e.get("ood", {}).get(f"pass@{k}") for e in evals.values()]
-        _grouped_bars(ax, list(evals), series, f"pass@{k}")
-        ax.set_title(f"pass@{k} by operand count")
-    return fig
-
-
-def fig_zero_signal(inp: Inputs) -> Figure:
-    evals = inp.evals()
-    fig, (ax,) = _figure(size=(9.0, 4.2))
-    keys = {"all-fail": "all_fail", "all-correct": "all_correct",
-            "zero-informative": "zero_informative"}
-    _grouped_bars(ax, list(evals), {label: [e["diagnostics"][k] for e in evals.values()]
-                                    for label, k in keys.items()}, "fraction of test groups")
-    ax.set_title("Zero-signal groups (binary reward, n samples per prompt)")
-    return fig
-
-
-def fig_failures(inp: Inputs) -> Figure:
-    evals = inp.evals()
-    fig, (ax,) = _figure(size=(9.0, 0.8 + 0.3 * len(evals)))
-    codes = list(next(iter(evals.values()))["failures"])  # stable order: FAILURES, correct
-    left = np.zeros(len(evals))
-    for i, code in enumerate(codes):
-        frac = np.array([e["failures"].get(code, 0) / max(1, sum(e["failures"].values()))
-                         for e in evals.values()])
-        ax.barh(list(evals), frac, left=left, color=_color(2 * i), label=code)
-        left += frac
-    ax.invert_yaxis()
-    ax.set(xlabel="fraction of test samples", title="Verifier outcome per sample")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    return fig
-
-
-def fig_best_of_n(inp: Inputs) -> Figure:
-    fig, axes = _figure(2, size=(11.0, 4.2))
-    for i, (name, m) in enumerate(inp.evals().items()):
-        ns = sorted(int(key[1:]) for key in m["best_of_n"])  # keys "N1", "N2", ...
-        budgets = [m["best_of_n"][f"N{n}"] for n in ns]
-        acc = [b["expected_acc"] for b in budgets]
-        axes[0].plot(ns, acc, marker="o", color=_color(i), label=name)
-        axes[1].plot([b["expected_samples"] for b in budgets], acc, marker="o", color=_color(i))
-    axes[0].set_xscale("log", base=2)
-    axes[0].xaxis.set_major_formatter("{x:g}")
-    axes[0].set(xlabel="budget N", ylabel="accuracy (verifier-guided best-of-N)")
-    axes[1].set(xlabel="average samples drawn (early stopping)", ylabel="accuracy")
-    axes[0].legend(fontsize=7, ncols=2, loc="upper left")
-    fig.suptitle("Best-of-N accuracy vs budget and vs samples actually drawn (S4 eq. 5)")
-    return fig
-
-
-def fig_repair(inp: Inputs) -> Figure:
-    conds = inp.data["repair.json"]["conditions"]
-    names = [c for c in REPAIR if c in conds]
-    rates = [conds[c]["success_rate"] for c in names]
-    fig, (ax,) = _figure(size=(7.0, 4.0))
-    bars = ax.bar([REPAIR[c] for c in names], rates,
-                  color=[_color(6 if c == RESAMPLE else 0) for c in names])
-    ax.bar_label(bars, [str(conds[c]["successes"]) for c in names], fontsize=8)
-    ax.set_ylim(0, 1.25 * max(rates + [1e-3]))  # room for the labels and the legend
-    if RESAMPLE in conds:
-        ax.axhline(conds[RESAMPLE]["success_rate"], ls="--", color="grey",
-                   label="R-resample (same-budget control)")
-        ax.legend(fontsize=8, loc="upper left")
-    ax.tick_params(axis="x", labelsize=8)
-    ax.set(ylabel="repair success rate", title=f"Repair success by condition "
-           f"({inp.data['repair.json'].get('n_attempts', '?')} failed attempts; bar label = count)")
-    return fig
-
-
-def fig_rl_curves(inp: Inputs) -> Figure:
-    fig, axes = _figure(2, 2, size=(10.5, 6.5))
-    handles = {}
-    for ax, (metric, title) in zip(axes, CURVES.items()):
-        for i, run in enumerate(RL_RUNS):
-            if metric in inp.curves.get(run, {}):
-                (handles[run],) = ax.plot(*inp.curves[run][metric], color=_color(2 * i), lw=1.2)
-        ax.set(title=title, xlabel="step")
-        if not ax.lines:  # e.g. KL with rloo.kl_coef = 0: no reference model, nothing logged
-            ax.text(0.5, 0.5, "not logged", ha="center", transform=ax.transAxes, color="grey")
-    fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=8)
-    fig.suptitle("RL training curves (dvclive)")
-    return fig
-
-
-# name -> (draw function, caption, which inputs it needs: a metrics file or a predicate)
-FIGURES = {
-    "pass_at_k": (fig_pass_at_k, "pass@k per policy (test split)", "eval"),
-    "splits": (fig_splits, "3-number / 4-number / OOD split per policy", "eval"),
-    "best_of_n": (fig_best_of_n, "Best-of-N accuracy vs budget and vs average samples", "eval"),
-    "zero_signal": (fig_zero_signal, "Zero-signal groups per policy", "eval"),
-    "failures": (fig_failures, "Failure-type breakdown per policy", "eval"),
-    "repair": (fig_repair, "Repair success by condition", "repair.json"),
-    "rl_curves": (fig_rl_curves, "RLOO / OPD training curves", "curves"),
-}
-
-
-def _has(inp: Inputs, need: str) -> bool:
-    if need == "eval":
-        return bool(inp.evals())
-    if need == "curves":
-        return bool(inp.curves)
-    return need in inp.data
-
-
-def write_figures(inp: Inputs, fig_dir: str | Path, dpi: int = 100) -> dict[str, str]:
-    """Draw every figure whose inputs exist into a fresh fig_dir (atomically: no stale or
-    half-written figures). PNGs carry no Software/date metadata, so reruns are byte-identical."""
-    written = {}
-    with atomic_path(fig_dir) as tmp:
-        tmp.mkdir()
-        for name, (draw, _, need) in FIGURES.items():
-            if _has(inp, need):
-                draw(inp).savefig(tmp / f"{name}.png", dpi=dpi, metadata={"Software": None})
-                written[name] = f"{name}.png"
-    return written
-
-
 # --------------------------------------------------------------------------- markdown
 
 def _f(x, nd: int = 3) -> str:
@@ -320,25 +148,32 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [line(header), line(["---"] * len(header)), *map(line, rows), ""]
 
 
-class _Builder:
-    """Sections of report.md, each a method returning markdown lines; `build_markdown` is
-    the one entry point. A table row whose inputs are missing is `marker_row(...)`."""
+# --------------------------------------------------------------------------- context
 
-    def __init__(self, inp: Inputs, figures: dict[str, str], fig_rel: str, reference: str,
-                 bon_policy: str | None):
-        self.inp, self.d, self.figures, self.fig_rel = inp, inp.data, figures, fig_rel
-        self.ref = reference
-        evals = inp.evals()
-        self.ks = sorted({k for m in evals.values() for k in _ks(m["test"])}) or [1]
-        self.kmax = self.ks[-1]
-        self.bon = bon_policy or (max(evals, key=lambda p: evals[p]["test"]["pass@1"])
-                                  if evals else None)
+@dataclass(frozen=True)
+class Context:
+    """What every section reads: the loaded inputs, the figures drawn and the run's choices.
+    A table row whose inputs are missing is `marker_row(...)`."""
 
-    # -- helpers
+    inp: Inputs
+    figures: dict[str, str]  # figure name -> file name, for the figures drawn
+    fig_rel: str  # the figure dir, relative to report.md
+    ref: str  # `report.reference`: p-values and differences are against this policy
+    ks: tuple[int, ...]  # every test k of any policy, ascending ((1,) when none)
+    bon: str | None  # the best-of-N policy (None: no policy has eval metrics)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.inp.data
+
+    @property
+    def kmax(self) -> int:
+        return self.ks[-1]
+
     def not_run(self, *rels: str) -> str | None:
         """The marker for the first missing file among rels, None when all are present."""
         for rel in rels:
-            if rel not in self.d:
+            if rel not in self.data:
                 stage = self.inp.stages.get(rel)
                 if stage is None:  # e.g. an IPO source left out of `ipo.sources`
                     return f"*not run* (not in this run's params: no `{rel}`)"
@@ -355,251 +190,301 @@ class _Builder:
         return [f"*not run* (figure `{name}`: its inputs have no metrics yet)", ""]
 
     def ev(self, policy: str, *path):
-        return _get(self.d.get(f"eval/{policy}.json"), *path)
+        """A value of the policy's eval metrics (None when absent)."""
+        return _get(self.data.get(f"eval/{policy}.json"), *path)
 
-    def ci(self, policy: str, k: int, split: str = "test") -> str:
-        v = _get(self.d.get("compare.json"), "policies", policy, split, f"pass@{k}")
-        if v is None:
-            return _f(self.ev(policy, split, f"pass@{k}"))
-        return f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
 
-    def vs_ref(self, policy: str, k: int, split: str = "test") -> tuple[dict | None, int]:
-        """The compare.json result of policy vs the reference (either pair order) and the
-        sign that makes its differences read policy - reference."""
-        from .compare import pair_key
+def make_context(inp: Inputs, figures: dict[str, str], fig_rel: str, reference: str,
+                 bon_policy: str | None) -> Context:
+    """bon_policy None: the policy with the highest test pass@1."""
+    evals = inp.evals()
+    ks = sorted({k for m in evals.values() for k in pass_ks(m["test"])}) or [1]
+    bon = bon_policy or (max(evals, key=lambda p: evals[p]["test"]["pass@1"])
+                         if evals else None)
+    return Context(inp, figures, fig_rel, reference, tuple(ks), bon)
 
-        pairs = _get(self.d.get("compare.json"), "pairs", default={})
-        for (a, b), sign in (((policy, self.ref), 1), ((self.ref, policy), -1)):
-            r = _get(pairs, pair_key(a, b), split, f"k{k}")
-            if r is not None:
-                return r, sign
-        return None, 1
 
-    def pvalue(self, policy: str, k: int, split: str = "test") -> str:
-        """McNemar p of policy vs the reference from compare.json."""
-        if policy == self.ref:
-            return "ref."
-        r, _ = self.vs_ref(policy, k, split)
-        return NA if r is None else _p(r["pvalue"])
+# --------------------------------------------------------------------------- cells
 
-    def pass_diff(self, policy: str, k: int, split: str = "test") -> str:
-        """pass@k(policy) - pass@k(reference) from all samples, with its paired interval."""
-        if policy == self.ref:
-            return "ref."
-        r, sign = self.vs_ref(policy, k, split)
-        if r is None or "pass_diff" not in r:
-            return NA
-        lo, hi = sorted((sign * r["pass_diff_ci_low"], sign * r["pass_diff_ci_high"]))
-        return f"{sign * r['pass_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+def _ci(ctx: Context, policy: str, k: int, split: str = "test") -> str:
+    """pass@k with its compare.json interval, the bare eval value when compare lacks it."""
+    v = _get(ctx.data.get("compare.json"), "policies", policy, split, f"pass@{k}")
+    if v is None:
+        return _f(ctx.ev(policy, split, f"pass@{k}"))
+    return f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
 
-    # -- sections
-    def header(self) -> list[str]:
-        lines = ["# countdown-rlvr report", "",
-                 ("Generated by `stages/report.py` from `reports/details/` and `dvclive/` "
-                  "only; do not edit, re-run `dvc repro report`."), ""]
-        test = next((m["test"] for m in self.inp.evals().values()), None)
-        if test:
-            lines += [(f"Test split: {test['n_problems']} problems, "
-                       f"{test['samples_per_group']} samples per prompt and seed "
-                       f"({test['n_groups']} groups). McNemar p-values are against "
-                       f"`{self.ref}` (`report.reference`) on paired per-problem outcomes from "
-                       "`compare.json`; NA = pair not in `compare.pairs`."), ""]
-        if self.inp.missing:
-            lines += ["**Incomplete run:** these inputs are missing and render as *not run*:", ""]
-            lines += [f"- `{path}` (stage `{stage}`)" for path, stage in self.inp.missing.items()]
-            lines.append("")
-        return lines
 
-    def policies(self) -> list[str]:
-        k1, kx, ref = 1, self.kmax, self.ref
-        header = ["policy", f"pass@{k1} [95% CI]", f"pass@{kx} [95% CI]", f"n3 pass@{k1}",
-                  f"n4 pass@{k1}", f"n3 pass@{kx}", f"n4 pass@{kx}", f"OOD pass@{k1}",
-                  f"OOD pass@{kx}", f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})",
-                  f"pass@{k1} - {ref} [95% CI]"]
-        rows = [self.marker_row(p, [f"eval/{p}.json"], len(header)) or [
-            p, self.ci(p, k1), self.ci(p, kx),
-            *(_f(self.ev(p, "test", f"n{m}", f"pass@{k}")) for k in (k1, kx) for m in (3, 4)),
-            _f(self.ev(p, "ood", f"pass@{k1}")), _f(self.ev(p, "ood", f"pass@{kx}")),
-            self.pvalue(p, k1), self.pvalue(p, kx), self.pass_diff(p, k1)]
-            for p in self.inp.policies if not p.startswith("distill_")]
-        return ["## Policies (S4 Table 1)", "",
-                ("Unbiased pass@k on the held-out 3-4-number test split, its 3-/4-number parts "
-                 "and the OOD split (5-6 numbers, targets 250-1000). McNemar p uses sample 0 of "
-                 f"each problem; the last column is the pass@{k1} difference from every "
-                 "sample, with its paired bootstrap interval over problems."), "",
-                *_table(header, rows), *self.figure("pass_at_k"), *self.figure("splits")]
+def _vs_ref(ctx: Context, policy: str, k: int, split: str = "test") -> tuple[dict | None, int]:
+    """The compare.json result of policy vs the reference (either pair order) and the
+    sign that makes its differences read policy - reference."""
+    from .compare import pair_key
 
-    def best_of_n(self) -> list[str]:
-        lines = ["## Test-time best-of-N with the verifier (S4 Table 2)", ""]
-        if self.bon is None or self.not_run(f"eval/{self.bon}.json"):
-            return lines + [self.not_run(f"eval/{self.bon}.json") or "*not run*", ""]
-        bon = self.ev(self.bon, "best_of_n")
-        budgets = sorted(bon, key=lambda key: int(key[1:]))  # "N1", "N2", ...
-        left = [[key[1:], _f(b["expected_acc"]), _f(b["acc"]),
-                 _f(self.ev(self.bon, "test", "n4", f"pass@{key[1:]}")),
-                 _f(b["expected_samples"], 2), _f(b["avg_samples"], 2)]
-                for key in budgets for b in [bon[key]]]
-        top = budgets[-1]
-        right = [self.marker_row(p, [f"eval/{p}.json"], 5) or [
-            p, _f(self.ev(p, "best_of_n", top, "expected_acc")),
-            _f(self.ev(p, "best_of_n", top, "acc")),
-            _f(self.ev(p, "test", "n4", f"pass@{top[1:]}")),
-            _f(self.ev(p, "best_of_n", top, "expected_samples"), 2)]
-            for p in self.inp.policies]
-        return lines + [
-            (f"Left: accuracy vs budget N for `{self.bon}` (`report.best_of_n_policy`; by "
-             "default the highest test pass@1). acc = expected accuracy (pass@N, S4 eq. 5), "
-             "realized = on the recorded sample order; avg n = expected samples drawn under "
-             "early stopping; 4-num = pass@N on 4-number problems (NA where N is not in "
-             "`evaluate.ks`)."), "",
-            *_table(["N", "acc", "realized acc", "4-num", "avg n", "realized avg n"], left),
-            f"Right: every policy at N = {top[1:]}.", "",
-            *_table(["policy", f"best-of-{top[1:]}", "realized", "4-num", "avg n"], right),
-            *self.figure("best_of_n")]
+    pairs = _get(ctx.data.get("compare.json"), "pairs", default={})
+    for (a, b), sign in (((policy, ctx.ref), 1), ((ctx.ref, policy), -1)):
+        r = _get(pairs, pair_key(a, b), split, f"k{k}")
+        if r is not None:
+            return r, sign
+    return None, 1
 
-    def ipo(self) -> list[str]:
-        header = ["pairs source", "pairs", "steps", "loss first → final",
-                  "margin first → final", "pref. acc", *(f"p@{k}" for k in self.ks), "avg",
-                  f"p vs {self.ref} (k=1)"]
 
-        def eval_cells(p):
-            vals = [self.ev(p, "test", f"pass@{k}") for k in self.ks]
-            known = [v for v in vals if v is not None]
-            avg = float(np.mean(known)) if known else None
-            return [*map(_f, vals), _f(avg), self.pvalue(p, 1)]
+def _pvalue(ctx: Context, policy: str, k: int, split: str = "test") -> str:
+    """McNemar p of policy vs the reference from compare.json."""
+    if policy == ctx.ref:
+        return "ref."
+    r, _ = _vs_ref(ctx, policy, k, split)
+    return NA if r is None else _p(r["pvalue"])
 
-        configured = [rel[4:-5] for rel in self.inp.stages if rel.startswith("ipo/")]
-        rows = []
-        for s in dict.fromkeys([*IPO_SOURCES, *configured]):
-            m = self.d.get(f"ipo/{s}.json")
-            rows.append(self.marker_row(s, [f"ipo/{s}.json", f"eval/ipo_{s}.json"], len(header))
-                        or [s, _f(m.get("pairs")), _f(m.get("steps")), _arrow(m, "loss", 4),
-                            _arrow(m, "margin", 4), _f(m.get("pref_acc_final")),
-                            *eval_cells(f"ipo_{s}")])
-        rows += [self.marker_row(f"({p}, reference)", [f"eval/{p}.json"], len(header))
-                 or [f"({p}, reference)", *[NA] * 5, *eval_cells(p)] for p in ("sft", "rloo")]
-        return ["## IPO by preference-pair source (S1 Table 1)", "",
-                ("IPO from the SFT policy, one run per pair source; pass@k on the test split, "
-                 "avg = mean over k."), "", *_table(header, rows)]
 
-    def training(self) -> list[str]:
-        sft = self.d.get("sft.json")
-        lines = ["## Training", "", "### SFT", ""]
-        lines += ([self.not_run("sft.json"), ""] if sft is None else _table(
-            ["examples", "steps", "loss first → final", "token acc final", "val loss"],
-            [[_f(sft.get("examples")), _f(sft.get("steps")), _arrow(sft, "loss", 4),
-              _f(sft.get("token_acc_final")), _f(sft.get("val_loss"), 4)]]))
-        header = ["run", "reward", "steps", "reward mean", "pass rate", "zero-std groups",
-                  "KL", "entropy", "forward KL"]
-        rows = []
-        for run in RL_RUNS:
-            m = self.d.get(f"{run}.json")
-            rows.append(self.marker_row(run, [f"{run}.json"], len(header)) or [
-                run, _f(m.get("reward")), _f(m.get("steps")), _arrow(m, "reward_mean"),
-                _arrow(m, "pass_rate"), _arrow(m, "zero_std_frac"), _arrow(m, "kl", 4),
-                _arrow(m, "entropy"), _arrow(m, "forward_kl", 4)])
-        return lines + ["### RLOO, OPD and anti-collapse OPD", "",
-                        ("Per-step diagnostics, first → final (means over the first and last "
-                         "10% of the steps); NA = not logged by that run."), "",
-                        *_table(header, rows), *self.figure("rl_curves")]
+def _pass_diff(ctx: Context, policy: str, k: int, split: str = "test") -> str:
+    """pass@k(policy) - pass@k(reference) from all samples, with its paired interval."""
+    if policy == ctx.ref:
+        return "ref."
+    r, sign = _vs_ref(ctx, policy, k, split)
+    if r is None or "pass_diff" not in r:
+        return NA
+    lo, hi = sorted((sign * r["pass_diff_ci_low"], sign * r["pass_diff_ci_high"]))
+    return f"{sign * r['pass_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
-    def diagnose(self) -> list[str]:
-        m = self.d.get("diagnose.json")
-        lines = ["## Zero-signal diagnosis (S0 §5.1)", ""]
-        if m is None:
-            return lines + [self.not_run("diagnose.json"), "", *self.figure("zero_signal")]
-        k = m.get("k")
-        header = ["pass@1", f"pass@{k}", "avg score", "all-fail", "all-correct",
-                  "zero-informative", "reward contrast", "failed attempts"]
-        keys = ("pass@1", "pass@k", "avg_score", "all_fail", "all_correct", "zero_informative",
-                "reward_contrast", "n_failed_attempts")
-        return lines + [
-            (f"The SFT policy, K = {k} samples per test prompt ({_f(m.get('n_problems'))} "
-             "problems)."), "",
-            *_table(header, [[_f(m.get(key)) for key in keys]]), *self.figure("zero_signal")]
 
-    def repair(self) -> list[str]:
-        lines = ["## Feedback repair by condition (S0 Table 2)", ""]
-        m = self.d.get("repair.json")
-        if m is None:
-            return lines + [self.not_run("repair.json"), "", *self.figure("repair")]
-        header = ["condition", "success", "count", "n", "new error", "avg. feedback tokens",
-                  "McNemar vs R-resample (b / c)", "p"]
-        rows = []
-        for cond, label in REPAIR.items():
-            c = m["conditions"].get(cond)
-            if c is None:
-                rows.append([label, "*not run* (condition not in `repair.conditions`)",
-                             *[""] * (len(header) - 2)])
-                continue
-            mc = c.get("mcnemar_vs_resample")
-            test = (["(reference)", NA] if cond == RESAMPLE or not mc
-                    else [f"{mc['b']} / {mc['c']}", _p(mc["pvalue"])])
-            rows.append([label, _f(c["success_rate"], 4), _f(c["successes"]), _f(c["n"]),
-                         _f(c["new_error_rate"], 4), _f(c["feedback_tokens"], 2), *test])
-        return lines + [
-            (f"{m.get('n_attempts', NA)} fixed failed attempts of the SFT policy, each repaired "
-             f"under every condition ({m.get('k', NA)} sample(s) each); McNemar on the matched "
-             "attempts (b = repaired by the condition only, c = by R-resample only)."), "",
-            *_table(header, rows), *self.figure("repair")]
+# --------------------------------------------------------------------------- sections
 
-    def distill(self) -> list[str]:
-        k = 8 if 8 in self.ks else self.kmax
-        header = ["policy", "training signal", "examples", "pass@1", f"pass@{k}", "avg.",
-                  "all-fail", "zero-info", "contrast", f"p vs {self.ref} (k=1)"]
+def header_section(ctx: Context) -> list[str]:
+    lines = ["# countdown-rlvr report", "",
+             ("Generated by `stages/report.py` from `reports/details/` and `dvclive/` "
+              "only; do not edit, re-run `dvc repro report`."), ""]
+    test = next((m["test"] for m in ctx.inp.evals().values()), None)
+    if test:
+        lines += [(f"Test split: {test['n_problems']} problems, "
+                   f"{test['samples_per_group']} samples per prompt and seed "
+                   f"({test['n_groups']} groups). McNemar p-values are against "
+                   f"`{ctx.ref}` (`report.reference`) on paired per-problem outcomes from "
+                   "`compare.json`; NA = pair not in `compare.pairs`."), ""]
+    if ctx.inp.missing:
+        lines += ["**Incomplete run:** these inputs are missing and render as *not run*:", ""]
+        lines += [f"- `{path}` (stage `{stage}`)" for path, stage in ctx.inp.missing.items()]
+        lines.append("")
+    return lines
 
-        def cells(p):
-            return [_f(self.ev(p, "test", "pass@1")), _f(self.ev(p, "test", f"pass@{k}")),
-                    *(_f(self.ev(p, "diagnostics", key), 4) for key in
-                      ("avg_score", "all_fail", "zero_informative", "reward_contrast")),
-                    self.pvalue(p, 1)]
 
-        n = len(header)
-        rows = [self.marker_row("SFT", ["eval/sft.json"], n) or [
-                    "SFT", "SFT traces", _f(_get(self.d.get("sft.json"), "examples")),
-                    *cells("sft")],
-                self.marker_row("RLOO", ["eval/rloo.json"], n) or [
-                    "RLOO", f"{_get(self.d.get('rloo.json'), 'reward', default='?')} reward", NA,
-                    *cells("rloo")]]
-        for cond, label in REPAIR.items():
-            name, rel = f"SD-{cond}", f"distill/{cond}.json"
-            rows.append(self.marker_row(name, [rel, f"eval/distill_{cond}.json"], n) or [
-                name, f"successful {label} repairs", _f(self.d[rel].get("examples")),
-                *cells(f"distill_{cond}")])
-        return ["## Self-distillation per condition (S0 Table 3)", "",
-                ("No-feedback policies on the test split; SD-X = SFT further trained on the "
-                 "successful repairs of condition X (examples = distinct successful repairs)."),
-                "", *_table(header, rows)]
+def policies_table(ctx: Context) -> list[str]:
+    """S4 Table 1: every non-distill policy at k = 1 and the largest k."""
+    k1, kx, ref = 1, ctx.kmax, ctx.ref
+    header = ["policy", f"pass@{k1} [95% CI]", f"pass@{kx} [95% CI]", f"n3 pass@{k1}",
+              f"n4 pass@{k1}", f"n3 pass@{kx}", f"n4 pass@{kx}", f"OOD pass@{k1}",
+              f"OOD pass@{kx}", f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})",
+              f"pass@{k1} - {ref} [95% CI]"]
+    rows = [ctx.marker_row(p, [f"eval/{p}.json"], len(header)) or [
+        p, _ci(ctx, p, k1), _ci(ctx, p, kx),
+        *(_f(ctx.ev(p, "test", f"n{m}", f"pass@{k}")) for k in (k1, kx) for m in (3, 4)),
+        _f(ctx.ev(p, "ood", f"pass@{k1}")), _f(ctx.ev(p, "ood", f"pass@{kx}")),
+        _pvalue(ctx, p, k1), _pvalue(ctx, p, kx), _pass_diff(ctx, p, k1)]
+        for p in ctx.inp.policies if not p.startswith("distill_")]
+    return ["## Policies (S4 Table 1)", "",
+            ("Unbiased pass@k on the held-out 3-4-number test split, its 3-/4-number parts "
+             "and the OOD split (5-6 numbers, targets 250-1000). McNemar p uses sample 0 of "
+             f"each problem; the last column is the pass@{k1} difference from every "
+             "sample, with its paired bootstrap interval over problems."), "",
+            *_table(header, rows), *ctx.figure("pass_at_k"), *ctx.figure("splits")]
 
-    def failures(self) -> list[str]:
-        return ["## Failure types", "", *self.figure("failures")]
 
-    def interventions(self) -> list[str]:
-        m = self.d.get("int.json")
-        lines = ["## Interventions with the solver as oracle (S3)", ""]
-        if m is None:
-            return lines + [self.not_run("int.json"), ""]
-        iv, k = m.get("interventions", {}), m.get("k", "K")
-        rows = [[name, *(_f(_get(m, "pass_at_k", name, key))
-                         for key in ("pass@1", "pass@k", "solved")),
-                 NA if name == "int" else _p(_get(m, "mcnemar", f"int_vs_{name}", "pvalue"))]
-                for name in INT_POLICIES]
-        return lines + [
-            (f"{_f(m.get('unsolved'))} of {_f(m.get('n_problems'))} train problems unsolved by "
-             f"the SFT policy in {k} samples; {_f(iv.get('found'))} interventions found, "
-             f"{_f(iv.get('kept'))} kept by the filter. pass@{k} on those problems with a fresh "
-             "sampling seed; McNemar of `int` against each policy."), "",
-            *_table(["policy", "pass@1", f"pass@{k}", "solved", "p (int vs policy)"], rows)]
+def best_of_n_tables(ctx: Context) -> list[str]:
+    """S4 Table 2: the best-of-N policy at every budget (left), every policy at the
+    largest budget (right)."""
+    lines = ["## Test-time best-of-N with the verifier (S4 Table 2)", ""]
+    if ctx.bon is None or ctx.not_run(f"eval/{ctx.bon}.json"):
+        return lines + [ctx.not_run(f"eval/{ctx.bon}.json") or "*not run*", ""]
+    bon = ctx.ev(ctx.bon, "best_of_n")
+    budgets = sorted(bon, key=lambda key: int(key[1:]))  # "N1", "N2", ...
+    left = [[key[1:], _f(b["expected_acc"]), _f(b["acc"]),
+             _f(ctx.ev(ctx.bon, "test", "n4", f"pass@{key[1:]}")),
+             _f(b["expected_samples"], 2), _f(b["avg_samples"], 2)]
+            for key in budgets for b in [bon[key]]]
+    top = budgets[-1]
+    right = [ctx.marker_row(p, [f"eval/{p}.json"], 5) or [
+        p, _f(ctx.ev(p, "best_of_n", top, "expected_acc")),
+        _f(ctx.ev(p, "best_of_n", top, "acc")),
+        _f(ctx.ev(p, "test", "n4", f"pass@{top[1:]}")),
+        _f(ctx.ev(p, "best_of_n", top, "expected_samples"), 2)]
+        for p in ctx.inp.policies]
+    return lines + [
+        (f"Left: accuracy vs budget N for `{ctx.bon}` (`report.best_of_n_policy`; by "
+         "default the highest test pass@1). acc = expected accuracy (pass@N, S4 eq. 5), "
+         "realized = on the recorded sample order; avg n = expected samples drawn under "
+         "early stopping; 4-num = pass@N on 4-number problems (NA where N is not in "
+         "`evaluate.ks`)."), "",
+        *_table(["N", "acc", "realized acc", "4-num", "avg n", "realized avg n"], left),
+        f"Right: every policy at N = {top[1:]}.", "",
+        *_table(["policy", f"best-of-{top[1:]}", "realized", "4-num", "avg n"], right),
+        *ctx.figure("best_of_n")]
 
-    def significance(self) -> list[str]:
-        lines = ["## Significance (compare)", ""]
-        if "compare.json" not in self.d:
-            return lines + [self.not_run("compare.json"), ""]
-        from .compare import compare_markdown  # the compare stage's own tables
 
-        report = _test_split_in_order(self.d["compare.json"], self.inp.policies)
-        body = compare_markdown(report).splitlines()[1:]  # drop its title
-        return lines + ["The test split (all splits: `reports/compare.md`)."] + body + [""]
+def _ipo_eval_cells(ctx: Context, policy: str) -> list[str]:
+    """pass@k for every k, their mean and the k=1 p-value: the eval half of an IPO row."""
+    vals = [ctx.ev(policy, "test", f"pass@{k}") for k in ctx.ks]
+    known = [v for v in vals if v is not None]
+    avg = float(np.mean(known)) if known else None
+    return [*map(_f, vals), _f(avg), _pvalue(ctx, policy, 1)]
+
+
+def ipo_table(ctx: Context) -> list[str]:
+    """S1 Table 1: one row per pair source (the seeds' and any configured one), then the
+    SFT and RLOO policies as references."""
+    header = ["pairs source", "pairs", "steps", "loss first → final",
+              "margin first → final", "pref. acc", *(f"p@{k}" for k in ctx.ks), "avg",
+              f"p vs {ctx.ref} (k=1)"]
+    configured = [rel[4:-5] for rel in ctx.inp.stages if rel.startswith("ipo/")]
+    rows = []
+    for s in dict.fromkeys([*IPO_SOURCES, *configured]):
+        m = ctx.data.get(f"ipo/{s}.json")
+        rows.append(ctx.marker_row(s, [f"ipo/{s}.json", f"eval/ipo_{s}.json"], len(header))
+                    or [s, _f(m.get("pairs")), _f(m.get("steps")), _arrow(m, "loss", 4),
+                        _arrow(m, "margin", 4), _f(m.get("pref_acc_final")),
+                        *_ipo_eval_cells(ctx, f"ipo_{s}")])
+    rows += [ctx.marker_row(f"({p}, reference)", [f"eval/{p}.json"], len(header))
+             or [f"({p}, reference)", *[NA] * 5, *_ipo_eval_cells(ctx, p)]
+             for p in ("sft", "rloo")]
+    return ["## IPO by preference-pair source (S1 Table 1)", "",
+            ("IPO from the SFT policy, one run per pair source; pass@k on the test split, "
+             "avg = mean over k."), "", *_table(header, rows)]
+
+
+def training_tables(ctx: Context) -> list[str]:
+    """The SFT summary, then the RL runs' per-step diagnostics, first → final."""
+    sft = ctx.data.get("sft.json")
+    lines = ["## Training", "", "### SFT", ""]
+    lines += ([ctx.not_run("sft.json"), ""] if sft is None else _table(
+        ["examples", "steps", "loss first → final", "token acc final", "val loss"],
+        [[_f(sft.get("examples")), _f(sft.get("steps")), _arrow(sft, "loss", 4),
+          _f(sft.get("token_acc_final")), _f(sft.get("val_loss"), 4)]]))
+    header = ["run", "reward", "steps", "reward mean", "pass rate", "zero-std groups",
+              "KL", "entropy", "forward KL"]
+    rows = []
+    for run in RL_RUNS:
+        m = ctx.data.get(f"{run}.json")
+        rows.append(ctx.marker_row(run, [f"{run}.json"], len(header)) or [
+            run, _f(m.get("reward")), _f(m.get("steps")), _arrow(m, "reward_mean"),
+            _arrow(m, "pass_rate"), _arrow(m, "zero_std_frac"), _arrow(m, "kl", 4),
+            _arrow(m, "entropy"), _arrow(m, "forward_kl", 4)])
+    return lines + ["### RLOO, OPD and anti-collapse OPD", "",
+                    ("Per-step diagnostics, first → final (means over the first and last "
+                     "10% of the steps); NA = not logged by that run."), "",
+                    *_table(header, rows), *ctx.figure("rl_curves")]
+
+
+def diagnose_table(ctx: Context) -> list[str]:
+    """S0 §5.1: the SFT policy's zero-signal diagnosis."""
+    m = ctx.data.get("diagnose.json")
+    lines = ["## Zero-signal diagnosis (S0 §5.1)", ""]
+    if m is None:
+        return lines + [ctx.not_run("diagnose.json"), "", *ctx.figure("zero_signal")]
+    k = m.get("k")
+    header = ["pass@1", f"pass@{k}", "avg score", "all-fail", "all-correct",
+              "zero-informative", "reward contrast", "failed attempts"]
+    keys = ("pass@1", "pass@k", "avg_score", "all_fail", "all_correct", "zero_informative",
+            "reward_contrast", "n_failed_attempts")
+    return lines + [
+        (f"The SFT policy, K = {k} samples per test prompt ({_f(m.get('n_problems'))} "
+         "problems)."), "",
+        *_table(header, [[_f(m.get(key)) for key in keys]]), *ctx.figure("zero_signal")]
+
+
+def _repair_row(cond: str, label: str, c: dict | None, ncols: int) -> list[str]:
+    """One S0 Table 2 row: a condition's repair outcome and its McNemar vs R-resample."""
+    if c is None:
+        return [label, "*not run* (condition not in `repair.conditions`)", *[""] * (ncols - 2)]
+    mc = c.get("mcnemar_vs_resample")
+    test = (["(reference)", NA] if cond == RESAMPLE or not mc
+            else [f"{mc['b']} / {mc['c']}", _p(mc["pvalue"])])
+    return [label, _f(c["success_rate"], 4), _f(c["successes"]), _f(c["n"]),
+            _f(c["new_error_rate"], 4), _f(c["feedback_tokens"], 2), *test]
+
+
+def repair_table(ctx: Context) -> list[str]:
+    """S0 Table 2: repair success of the SFT policy's failed attempts per condition."""
+    lines = ["## Feedback repair by condition (S0 Table 2)", ""]
+    m = ctx.data.get("repair.json")
+    if m is None:
+        return lines + [ctx.not_run("repair.json"), "", *ctx.figure("repair")]
+    header = ["condition", "success", "count", "n", "new error", "avg. feedback tokens",
+              "McNemar vs R-resample (b / c)", "p"]
+    rows = [_repair_row(cond, label, m["conditions"].get(cond), len(header))
+            for cond, label in REPAIR.items()]
+    return lines + [
+        (f"{m.get('n_attempts', NA)} fixed failed attempts of the SFT policy, each repaired "
+         f"under every condition ({m.get('k', NA)} sample(s) each); McNemar on the matched "
+         "attempts (b = repaired by the condition only, c = by R-resample only)."), "",
+        *_table(header, rows), *ctx.figure("repair")]
+
+
+def _distill_cells(ctx: Context, policy: str, k: int) -> list[str]:
+    """The eval half of an S0 Table 3 row: pass@1, pass@k, diagnostics, p vs reference."""
+    return [_f(ctx.ev(policy, "test", "pass@1")), _f(ctx.ev(policy, "test", f"pass@{k}")),
+            *(_f(ctx.ev(policy, "diagnostics", key), 4) for key in
+              ("avg_score", "all_fail", "zero_informative", "reward_contrast")),
+            _pvalue(ctx, policy, 1)]
+
+
+def distill_table(ctx: Context) -> list[str]:
+    """S0 Table 3: SFT and RLOO, then SFT self-distilled on each condition's repairs."""
+    k = 8 if 8 in ctx.ks else ctx.kmax
+    header = ["policy", "training signal", "examples", "pass@1", f"pass@{k}", "avg.",
+              "all-fail", "zero-info", "contrast", f"p vs {ctx.ref} (k=1)"]
+    n = len(header)
+    rows = [ctx.marker_row("SFT", ["eval/sft.json"], n) or [
+                "SFT", "SFT traces", _f(_get(ctx.data.get("sft.json"), "examples")),
+                *_distill_cells(ctx, "sft", k)],
+            ctx.marker_row("RLOO", ["eval/rloo.json"], n) or [
+                "RLOO", f"{_get(ctx.data.get('rloo.json'), 'reward', default='?')} reward", NA,
+                *_distill_cells(ctx, "rloo", k)]]
+    for cond, label in REPAIR.items():
+        name, rel = f"SD-{cond}", f"distill/{cond}.json"
+        rows.append(ctx.marker_row(name, [rel, f"eval/distill_{cond}.json"], n) or [
+            name, f"successful {label} repairs", _f(ctx.data[rel].get("examples")),
+            *_distill_cells(ctx, f"distill_{cond}", k)])
+    return ["## Self-distillation per condition (S0 Table 3)", "",
+            ("No-feedback policies on the test split; SD-X = SFT further trained on the "
+             "successful repairs of condition X (examples = distinct successful repairs)."),
+            "", *_table(header, rows)]
+
+
+def failures_section(ctx: Context) -> list[str]:
+    return ["## Failure types", "", *ctx.figure("failures")]
+
+
+def interventions_table(ctx: Context) -> list[str]:
+    """S3: pass@k on the problems SFT leaves unsolved, McNemar of `int` vs each policy."""
+    m = ctx.data.get("int.json")
+    lines = ["## Interventions with the solver as oracle (S3)", ""]
+    if m is None:
+        return lines + [ctx.not_run("int.json"), ""]
+    iv, k = m.get("interventions", {}), m.get("k", "K")
+    rows = [[name, *(_f(_get(m, "pass_at_k", name, key))
+                     for key in ("pass@1", "pass@k", "solved")),
+             NA if name == "int" else _p(_get(m, "mcnemar", f"int_vs_{name}", "pvalue"))]
+            for name in INT_POLICIES]
+    return lines + [
+        (f"{_f(m.get('unsolved'))} of {_f(m.get('n_problems'))} train problems unsolved by "
+         f"the SFT policy in {k} samples; {_f(iv.get('found'))} interventions found, "
+         f"{_f(iv.get('kept'))} kept by the filter. pass@{k} on those problems with a fresh "
+         "sampling seed; McNemar of `int` against each policy."), "",
+        *_table(["policy", "pass@1", f"pass@{k}", "solved", "p (int vs policy)"], rows)]
+
+
+def significance_section(ctx: Context) -> list[str]:
+    lines = ["## Significance (compare)", ""]
+    if "compare.json" not in ctx.data:
+        return lines + [ctx.not_run("compare.json"), ""]
+    from .compare import compare_markdown  # the compare stage's own tables
+
+    report = _test_split_in_order(ctx.data["compare.json"], ctx.inp.policies)
+    body = compare_markdown(report).splitlines()[1:]  # drop its title
+    return lines + ["The test split (all splits: `reports/compare.md`)."] + body + [""]
+
+
+# report.md's sections, in order
+SECTIONS = (header_section, policies_table, best_of_n_tables, ipo_table, training_tables,
+            diagnose_table, repair_table, distill_table, failures_section, interventions_table,
+            significance_section)
 
 
 def _test_split_in_order(report: dict, policies: list[str]) -> dict:
@@ -628,10 +513,8 @@ def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures
                    reference: str = "sft", best_of_n_policy: str | None = None) -> str:
     """report.md: the seeds' tables filled from the metrics, each figure embedded (figure
     paths relative to the report: fig_rel/<name>.png)."""
-    b = _Builder(inp, figures, fig_rel, reference, best_of_n_policy)
-    sections = (b.header, b.policies, b.best_of_n, b.ipo, b.training, b.diagnose, b.repair,
-                b.distill, b.failures, b.interventions, b.significance)
-    return "\n".join(line for section in sections for line in section()).rstrip() + "\n"
+    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy)
+    return "\n".join(line for section in SECTIONS for line in section(ctx)).rstrip() + "\n"
 
 
 def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str | Path,
