@@ -40,8 +40,8 @@ def test_exponent_floats_read_as_dvc_writes_them(tmp_path):
     """`dvc exp run -S rloo.lr=1e-5` writes `lr: 1e-05` (YAML 1.2: no dot needed); a YAML 1.1
     reader takes that for a string, and the lr rule would refuse a valid learning rate."""
     text = (ROOT / "params.yaml").read_text()
-    head, rloo = re.split(r"^(?=rloo:)", text, maxsplit=1, flags=re.M)
-    rloo = re.sub(r"^  lr: \S+", "  lr: 1e-05", rloo, count=1, flags=re.M)
+    head, rloo = re.split(r"^(?=rloo:)", text, maxsplit=1, flags=re.MULTILINE)
+    rloo = re.sub(r"^  lr: \S+", "  lr: 1e-05", rloo, count=1, flags=re.MULTILINE)
     (tmp_path / "params.yaml").write_text(head + rloo)
     assert load_params(tmp_path / "params.yaml")["rloo"]["lr"] == 1e-5
 
