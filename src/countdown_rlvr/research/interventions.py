@@ -23,23 +23,35 @@ non-negative result (as in the solver traces), then enumeration order; determini
     step          "a op b = c" (the oracle's single step)
     prefix + step is what InT clones (S3 Table 1, "prefix, no suffix"), and what the policy
                   continues from in the filter.
+
+The `int` stage's phases (stages/int.py lists them) are the functions at the end: one per
+phase, called by the stage in order, and the metrics built from their results.
 """
 
 from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
+from ..eval import pass_at_k
+from ..evaluate import evaluate_policy
+from ..model import policy_ref
 from ..sampling import generate
+from ..stats import mcnemar
 from ..task import solve, solve_prompt, verify
 from ..task.solve import fmt
 from ..task.verify import _CLAIM  # the verifier's "a op b = c" claim pattern, reused as is
 from ..traces import solver_traces
+from ..train.rloo import train_rloo
+from ..train.run import frozen_copy, init_policy, open_live, save_policy
+from ..train.sft import train_sft
+from . import untrained
 
 OPS = ("+", "-", "*", "/")
 # Where an attempt's steps begin: after "<think>" or after a "backtrack" (search style),
@@ -250,3 +262,118 @@ def solver_examples(problems: Sequence[dict], style: str, styles: Sequence[str],
         out += [(r["prompt"], r["completion"])
                 for r in solver_traces(p, prompt, tuple(styles), 1, rng, offset=i)]
     return out
+
+
+# --------------------------------------------------------------------------- the stage's phases
+# the training summaries' keys in reports/metrics/int.json (sft, solver_sft; rloo)
+TRAIN_SUMMARY = ("examples", "steps", "epochs", "loss_first", "loss_final", "token_acc_final")
+RL_SUMMARY = ("steps", "reward_mean_first", "reward_mean_final", "pass_rate_first",
+              "pass_rate_final", "zero_std_frac_first", "zero_std_frac_final")
+
+
+def find_unsolved(policy: tuple, problems: Sequence[dict], k: int, sampler: dict[str, Any],
+                  seed: int, style: str, **gen: Any) -> tuple[list[dict], dict[str, list[dict]]]:
+    """Phase 1: `k` samples per problem from the loaded `policy`; (the problems where all k
+    fail, problem_id -> that problem's sample records in sample order). gen: batch_size,
+    backend."""
+    records = evaluate_policy(policy, problems, k, sampler, [seed], style, **gen)
+    hits = solved_counts(records)
+    unsolved = [p for p in problems if hits[p["id"]] == 0]
+    by_problem = {pid: g.sort_values("sample").to_dict("records")
+                  for pid, g in records.groupby("problem_id")}
+    return unsolved, by_problem
+
+
+def train_patch(name: str, examples: list, cfg: dict, sec: dict, init: str, out: str) -> tuple:
+    """Phases 3 and 5: SFT from the policy in `init` (the SFT policy) -> out, curves in
+    dvclive/int/<name>; (model, tok, summary). No examples: `init` saved unchanged as out."""
+    model, tok = init_policy("int", init, sec)
+    if not examples:
+        print(f"[int] warning: no {name} examples; saving the SFT policy unchanged as {out}")
+        untrained(init, out, f"int/{name}")
+        return model, tok, {"trained": False, "examples": 0}
+    live, stats = open_live(f"int/{name}"), {}
+    model = train_sft(model, tok, examples, cfg, live=live, stats=stats)
+    save_policy(model, tok, out)
+    live.end()
+    return model, tok, {"trained": True, **{k: stats[k] for k in TRAIN_SUMMARY}}
+
+
+def train_rl(model, tok, problems: Sequence[dict], cfg: dict, style: str, init: str,
+             out: str) -> dict[str, Any]:
+    """Phase 4: RLOO of the patched policy (`model`, saved in `init`, the KL reference) on
+    `problems` -> out, curves in dvclive/int/rloo; the summary. No problems: `init` saved
+    unchanged as out."""
+    if problems:
+        live, stats = open_live("int/rloo"), {}
+        ref_model = frozen_copy(init) if cfg["kl_coef"] > 0 else None
+        model = train_rloo(model, tok, problems, cfg, ref_model=ref_model, prompt_style=style,
+                           live=live, stats=stats)
+        save_policy(model, tok, out)
+        live.end()
+        return {"trained": True, "n_problems": len(problems), **{k: stats[k] for k in RL_SUMMARY}}
+    print(f"[int] warning: no problems to run RL on; saving {init} unchanged as {out}")
+    untrained(init, out, "int/rloo")
+    return {"trained": False, "n_problems": 0}
+
+
+def train_solver_baseline(unsolved: Sequence[dict], style: str, styles: Sequence[str], seed: int,
+                          cfg: dict, sec: dict, init: str, out: str) -> dict[str, Any]:
+    """Phase 5: the full-solution baseline, SFT from `init` on one solver solution per
+    unsolved problem with the patch's training budget -> out; the summary."""
+    _, _, summary = train_patch("solver_sft", solver_examples(unsolved, style, styles, seed),
+                                cfg, sec, init, out)
+    return summary
+
+
+def unsolved_pass_at_k(policies: dict[str, str], unsolved: Sequence[dict], k: int,
+                       sampler: dict[str, Any], seed: int, style: str,
+                       **gen: Any) -> tuple[dict[str, dict], dict[str, list[bool]]]:
+    """Phase 6: pass@1 and pass@k of each policy (name -> dir) on the previously unsolved
+    problems, `k` samples each with `seed`; (name -> pass@k summary, name -> solved flag per
+    problem, empty when no problem is unsolved). gen: batch_size, backend."""
+    solved, passk = {}, {}
+    for name, path in policies.items():
+        if not unsolved:
+            passk[name] = {"pass@1": None, "pass@k": None, "solved": 0}
+            continue
+        rec = evaluate_policy(policy_ref(path), unsolved, k, sampler, [seed], style,
+                              progress=False, **gen)
+        c = solved_counts(rec)
+        solved[name] = [c[p["id"]] > 0 for p in unsolved]
+        passk[name] = {
+            "pass@1": sum(pass_at_k(k, c[p["id"]], 1) for p in unsolved) / len(unsolved),
+            "pass@k": sum(solved[name]) / len(unsolved), "solved": int(sum(solved[name]))}
+    return passk, solved
+
+
+def mcnemar_vs_int(solved: dict[str, list[bool]], unsolved: Sequence[dict]) -> dict[str, dict]:
+    """McNemar of `int` against rloo, int_solver_sft, int_sft and sft on the previously
+    unsolved problems (matched by problem); empty when none is unsolved."""
+    tests = {}
+    for other in ("rloo", "int_solver_sft", "int_sft", "sft"):
+        if unsolved:
+            res = mcnemar(solved["int"], solved[other])
+            tests[f"int_vs_{other}"] = {"b": res.b, "c": res.c, "pvalue": res.pvalue}
+    return tests
+
+
+def interventions_metrics(s: dict[str, Any], problems: Sequence[dict], unsolved: Sequence[dict],
+                          rows: Sequence[dict], *, patch: dict, rl: dict, solver: dict,
+                          passk: dict, solved: dict) -> dict[str, Any]:
+    """reports/metrics/int.json (before the headline split). s: params.yaml `int`."""
+    kept = [r for r in rows if r["kept"]]
+    return {
+        "n_problems": len(problems), "k": s["k"], "unsolved": len(unsolved),
+        "unsolved_frac": len(unsolved) / len(problems),
+        "interventions": {
+            "found": len(rows), "kept": len(kept), "filter": bool(s["filter"]),
+            "n_continuations": s["n_continuations"],
+            "reasons": dict(sorted(Counter(r["reason"] for r in rows).items())),
+            "kept_reasons": dict(sorted(Counter(r["reason"] for r in kept).items())),
+            "continuation_success": (sum(r["continuations_correct"] for r in rows)
+                                     / (len(rows) * s["n_continuations"]) if rows else None),
+        },
+        "sft": patch, "rloo": rl, "solver_sft": solver,
+        "pass_at_k": passk, "mcnemar": mcnemar_vs_int(solved, unsolved),
+    }
