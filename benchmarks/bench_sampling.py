@@ -1,100 +1,102 @@
-"""Generation throughput at the evaluation geometry: 32 prompts x n=16, temperature 0.6,
-top-p 0.95, top-k 20, 64 new tokens. Our HF backend (a KV-cached decode loop that drops
-finished rows) against HF `model.generate` on the same batches (the baseline), and vLLM when
-importable. Pass a trained model (--model data/models/sft) to see the effect of rows
-finishing at different lengths; a random init never emits EOS.
+"""Sampling throughput at the evaluation geometry: our HF backend (`sampling.generate`, a
+decode loop over a preallocated KV cache whose finished rows leave the batch) against
+transformers' `model.generate` (the baseline), side by side in one run, on the same prompts.
 
-    python benchmarks/bench_sampling.py [--model DIR] [--batch-sizes 64,256] [--threads 1,2]
+Geometry (params.yaml): the trained SFT policy, test prompts (data/problems/test.jsonl,
+`model.prompt_style`), `evaluate.n` samples each, the `sampler` section (T 0.6, top-p 0.95,
+top-k 20, 256 new tokens) and `evaluate.batch_size`. `generate` runs at that batch size;
+ours at it and at each extra --batch-sizes. The implementations run interleaved
+(A B A B ...) for --repeats rounds and the table shows medians, so load from other
+processes on a shared machine hits both alike.
 
-Without --model a randomly initialised tiny student is built in a temp dir (it never emits
-EOS, so every sample runs the full 64 tokens: a worst case for the token budget).
+    python benchmarks/bench_sampling.py [--model data/models/sft] [--prompts 32]
+        [--problems data/problems/test.jsonl] [--repeats 3] [--batch-sizes 1024] [--threads 1]
+
+tokens/s counts completion tokens up to and including EOS (a sample's n_tokens), for both.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
-import tempfile
+import json
+import statistics
 import time
+from pathlib import Path
 
 import torch
+import yaml
 
-from countdown_rlvr.model import ModelRef, build_tiny, load_model
-from countdown_rlvr.sampling import generate
+from countdown_rlvr.model import load_model, render_prompts
+from countdown_rlvr.sampling import SAMPLER_KEYS, generate
 from countdown_rlvr.task.prompts import solve_prompt
 
-SAMPLER = {"temperature": 0.6, "top_p": 0.95, "top_k": 20}
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def prompts(k: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [solve_prompt([rng.randint(1, 99) for _ in range(rng.choice((3, 4)))],
-                         rng.randint(1, 99), style="tiny") for _ in range(k)]
-
-
-def run(ref, ps, n, max_new, backend, batch_size) -> tuple[int, float]:
-    t0 = time.perf_counter()
-    out = generate(ref, ps, n, SAMPLER, seed=0, backend=backend, max_new_tokens=max_new,
-                   batch_size=batch_size, progress=False)
-    seconds = time.perf_counter() - t0
-    return sum(s.n_tokens for per in out for s in per), seconds
+def ours(pair, prompts, n, sampler, batch_size) -> int:
+    out = generate(pair, prompts, n, sampler, seed=0, batch_size=batch_size, progress=False)
+    return sum(s.n_tokens for per in out for s in per)
 
 
 @torch.no_grad()
-def run_hf_generate(pair, ps, n, max_new, batch_size) -> tuple[int, float]:
+def hf_generate(pair, prompts, n, sampler, batch_size) -> int:
     """Baseline: transformers' `generate` with the same sampler, batch by batch."""
     model, tok = pair
     tok.padding_side = "left"
-    rows = [p for p in ps for _ in range(n)]
-    tokens, t0 = 0, time.perf_counter()
+    rows = [p for p in render_prompts(tok, prompts) for _ in range(n)]
+    torch.manual_seed(0)
+    tokens = 0
     for i in range(0, len(rows), batch_size):
         enc = tok(rows[i:i + batch_size], return_tensors="pt", padding=True)
-        out = model.generate(**enc, do_sample=True, max_new_tokens=max_new,
-                             pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                             **SAMPLER)
+        out = model.generate(**enc, do_sample=True, max_new_tokens=sampler["max_new_tokens"],
+                             temperature=sampler["temperature"], top_p=sampler["top_p"],
+                             top_k=sampler["top_k"], pad_token_id=tok.pad_token_id,
+                             eos_token_id=tok.eos_token_id)
         new = out[:, enc["input_ids"].shape[1]:]
-        ended = (new == tok.eos_token_id).int().cumsum(1)
+        ended = (new == tok.eos_token_id).int().cumsum(1)  # tokens up to the first EOS
         tokens += int(((ended == 0) | ((ended == 1) & (new == tok.eos_token_id))).sum())
-    return tokens, time.perf_counter() - t0
+    return tokens
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--model", help="model dir (default: a fresh tiny student)")
-    ap.add_argument("--prompts", type=int, default=32)
-    ap.add_argument("--n", type=int, default=16)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--batch-sizes", default="64,256")
-    ap.add_argument("--threads", default=str(torch.get_num_threads()))
+    ap.add_argument("--model", default=str(ROOT / "data/models/sft"))
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
+    ap.add_argument("--problems", default=str(ROOT / "data/problems/test.jsonl"))
+    ap.add_argument("--prompts", type=int, default=32, help="first N test problems")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-sizes", default="1024", help="extra batch sizes for ours ('' = none)")
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = ap.parse_args()
 
-    tmp = tempfile.TemporaryDirectory()
-    path = args.model or str(build_tiny("student", f"{tmp.name}/student", seed=0))
-    ps = prompts(args.prompts)
-    pair = load_model(path)
-    print(f"model={args.model or 'tiny student (random init)'}  {args.prompts} prompts x "
-          f"n={args.n}, {args.max_new_tokens} new tokens, sampler={SAMPLER}\n")
-    header = f"{'backend':<8} {'threads':>7} {'batch':>6} {'tokens':>8} {'seconds':>8} {'tokens/s':>9}"
+    params = yaml.safe_load(Path(args.params).read_text())
+    sampler = {k: params["sampler"][k] for k in SAMPLER_KEYS}
+    n, bs = params["evaluate"]["n"], params["evaluate"]["batch_size"]
+    style = params["model"]["prompt_style"]
+    problems = [json.loads(line) for line in Path(args.problems).read_text().splitlines()]
+    prompts = [solve_prompt(p["numbers"], p["target"], style) for p in problems[:args.prompts]]
+    torch.set_num_threads(args.threads)
+    pair = load_model(args.model)
+    runs = [("generate", bs, hf_generate), ("ours", bs, ours)]
+    runs += [("ours", int(b), ours) for b in args.batch_sizes.split(",") if b]
+    print(f"model={args.model}  {len(prompts)} prompts x n={n}, sampler={sampler}, "
+          f"threads={args.threads}, {args.repeats} interleaved rounds (medians)\n")
+    ours(pair, prompts[:2], 2, {**sampler, "max_new_tokens": 4}, 4)  # warm-up
+    rates: dict[int, list[float]] = {i: [] for i in range(len(runs))}
+    tokens: dict[int, int] = {}
+    for _ in range(args.repeats):
+        for i, (_, b, fn) in enumerate(runs):
+            t0 = time.perf_counter()
+            tokens[i] = fn(pair, prompts, n, sampler, b)
+            rates[i].append(tokens[i] / (time.perf_counter() - t0))
+    base = statistics.median(rates[0])
+    header = f"{'implementation':<16} {'batch':>6} {'tokens':>8} {'tokens/s':>9} {'speed-up':>9}"
     print(header)
     print("-" * len(header))
-    run(pair, ps[:2], 2, 4, "hf", 4)  # warm-up
-    for threads in map(int, args.threads.split(",")):
-        torch.set_num_threads(threads)
-        for bs in map(int, args.batch_sizes.split(",")):
-            tokens, sec = run(pair, ps, args.n, args.max_new_tokens, "hf", bs)
-            print(f"{'hf':<8} {threads:>7} {bs:>6} {tokens:>8} {sec:>8.1f} {tokens / sec:>9.0f}")
-            tokens, sec = run_hf_generate(pair, ps, args.n, args.max_new_tokens, bs)
-            print(f"{'generate':<8} {threads:>7} {bs:>6} {tokens:>8} {sec:>8.1f} {tokens / sec:>9.0f}"
-                  "  (baseline: transformers generate)")
-    try:
-        import vllm  # noqa: F401
-    except ImportError:
-        print("vllm     (not importable here; see README for its own environment)")
-    else:
-        tokens, sec = run(ModelRef(path), ps, args.n, args.max_new_tokens, "vllm", 0)
-        print(f"{'vllm':<8} {'-':>7} {'-':>6} {tokens:>8} {sec:>8.1f} {tokens / sec:>9.0f}"
-              "  (incl. engine start)")
-    tmp.cleanup()
+    for i, (name, b, _) in enumerate(runs):
+        r = statistics.median(rates[i])
+        print(f"{name:<16} {b:>6} {tokens[i]:>8} {r:>9.0f} {r / base:>8.2f}x"
+              f"  (rounds: {', '.join(f'{x:.0f}' for x in rates[i])})")
 
 
 if __name__ == "__main__":

@@ -5,10 +5,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from countdown_rlvr import sampling
 from countdown_rlvr.logprobs import sequence_logprobs
 from countdown_rlvr.model import ModelRef, build_tiny, load_model
-from countdown_rlvr.sampling import generate
+from countdown_rlvr.sampling import (
+    SamplerParams,
+    _decode,
+    _decode_hf,
+    _pick,
+    derive_seed,
+    generate,
+    sampler_params,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -166,6 +178,129 @@ def test_lora_adapter_from_disk(base, pair, tmp_path):
     peft_model.train()
     _gen((peft_model, tok), n=1)
     assert peft_model.training and tok.padding_side == "left"  # state restored
+
+
+# --------------------------------------------------------------------------- fast path vs references
+def _hf_warped(logits, t, k, p):
+    """Reference: HF's own warpers over the whole vocabulary, in HF's order."""
+    for w in ([TemperatureLogitsWarper(t)] + ([TopKLogitsWarper(k)] if k else [])
+              + ([TopPLogitsWarper(p)] if p < 1 else [])):
+        logits = w(None, logits)
+    return torch.log_softmax(logits, -1)
+
+
+def _inverse_cdf(logp, u):
+    """Reference draw: the token whose slice of [0, 1), tokens by descending probability,
+    holds u (ties in stable vocabulary order)."""
+    probs, order = logp.exp().sort(descending=True, stable=True)
+    cdf = probs.cumsum(0)
+    j = min(int((cdf <= u * cdf[-1]).sum()), int((probs > 0).sum()) - 1)
+    return int(order[j])
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10**6), t=st.sampled_from([0.3, 0.6, 1.0, 1.7]),
+       k=st.sampled_from([0, 1, 5, 20, 64]), p=st.sampled_from([0.5, 0.9, 0.95, 1.0]))
+def test_pick_is_the_hf_warped_distribution(seed, t, k, p):
+    """`_pick` (top-k candidates only) draws the token the full-vocabulary HF warpers'
+    distribution puts at u, and reports that distribution's log-prob of it."""
+    g = torch.Generator().manual_seed(seed)
+    logits, u = torch.randn(6, 64, generator=g) * 3, torch.rand(6, generator=g)
+    tok, logp = _pick(logits, u, SamplerParams(t, p, k, 1), True)
+    ref = _hf_warped(logits, t, k, p)
+    for r in range(6):
+        assert int(tok[r]) == _inverse_cdf(ref[r], float(u[r]))
+    torch.testing.assert_close(logp, ref.gather(1, tok[:, None]).squeeze(1), atol=1e-5, rtol=1e-5)
+
+
+def test_greedy_equals_hf_generate(pair):
+    """Greedy (and top_k=1) decoding is token for token HF `generate`'s, batched and padded."""
+    model, tok = pair
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    ref = model.generate(**enc, do_sample=False, max_new_tokens=16, pad_token_id=tok.pad_token_id,
+                         eos_token_id=tok.eos_token_id)[:, enc["input_ids"].shape[1]:].tolist()
+    for sampler in ({"temperature": 0}, {"temperature": 0.6, "top_k": 1}):
+        out = _gen(pair, sampler=sampler, n=2, max_new_tokens=16)
+        assert [per[0].token_ids for per in out] == [per[1].token_ids for per in out] == ref
+
+
+def _reference_samples(model, tok, prompts, n, sp: SamplerParams, seed):
+    """A slow step-by-step sampler: one row at a time, no cache, no padding, HF warpers over
+    the full vocabulary, drawing with the uniforms `generate` documents (one batch)."""
+    u = torch.rand(len(prompts) * n, sp.max_new_tokens,
+                   generator=torch.Generator().manual_seed(derive_seed(seed, 0)))
+    out = []
+    for r in range(len(prompts) * n):
+        ids, new, lps = tok(prompts[r // n])["input_ids"], [], []
+        for t in range(sp.max_new_tokens):
+            with torch.no_grad():
+                logits = model(torch.tensor([ids + new])).logits[0, -1:].float()
+            logp = _hf_warped(logits, sp.temperature, sp.top_k, sp.top_p)[0]
+            new.append(_inverse_cdf(logp, float(u[r, t])))
+            lps.append(float(logp[new[-1]]))
+            if new[-1] == tok.eos_token_id:
+                break
+        out.append((new, lps))
+    return out
+
+
+def test_sampling_equals_a_slow_reference_sampler(base):
+    model, tok = load_model(base)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(0.1)  # flatter logits: some rows stop early
+    sampler = {"temperature": 0.9, "top_k": 300, "top_p": 0.95, "max_new_tokens": 40}
+    out = generate((model, tok), PROMPTS, n=8, sampler=sampler, seed=3, return_logprobs=True,
+                   batch_size=24, progress=False)
+    got = [s for per in out for s in per]
+    ref = _reference_samples(model, tok, PROMPTS, 8, sampler_params(sampler), seed=3)
+    assert any(s.finish_reason == "stop" for s in got) and any(s.n_tokens == 40 for s in got)
+    assert [s.token_ids for s in got] == [ids for ids, _ in ref]
+    for s, (_, lps) in zip(got, ref):
+        torch.testing.assert_close(torch.tensor(s.logprobs), torch.tensor(lps), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("compact_at", [0.0, 0.25, 1.0])  # at every EOS, in bulk, never
+@pytest.mark.parametrize("sampler", [{"temperature": 1.0}, {"temperature": 0},
+                                     {"temperature": 0.9, "top_k": 200, "top_p": 0.95}])
+def test_static_cache_path_equals_hf_forward_path(base, sampler, compact_at, monkeypatch):
+    """The own forward over the preallocated cache and HF's forward over its DynamicCache
+    (rows leaving one by one) give the same tokens from the same u, however often the
+    finished rows are compacted away."""
+    monkeypatch.setattr(sampling, "COMPACT_AT", compact_at)
+    model, tok = load_model(base)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(0.1)  # flatter logits: some rows stop early
+    sp = sampler_params({**sampler, "max_new_tokens": 48})
+    enc = tok([p for p in PROMPTS for _ in range(16)], return_tensors="pt", padding=True)
+    u = None if sp.greedy else torch.rand(48, 48, generator=torch.Generator().manual_seed(0))
+    args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
+            True)
+    fast, slow = _decode(model, *args), _decode_hf(model, *args)
+    assert torch.equal(fast[0], slow[0])
+    assert sp.greedy or (fast[0] == tok.eos_token_id).any()  # rows did leave early
+    torch.testing.assert_close(fast[1], slow[1], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_static_cache_path_runs_peft_layers_and_bf16(base, dtype):
+    """A live peft policy (DoRA: the layer type with the most own forward code) in either
+    precision: the fast path calls its adapted layers and matches the HF forward path."""
+    from peft import LoraConfig, get_peft_model
+
+    model, tok = load_model(base, dtype=dtype)
+    torch.manual_seed(0)
+    model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj", "up_proj"],
+                                             use_dora=True, init_lora_weights=False))
+    model.to(getattr(torch, dtype)).eval()
+    sp = sampler_params({**EVAL, "max_new_tokens": 24})
+    enc = tok([p for p in PROMPTS for _ in range(4)], return_tensors="pt", padding=True)
+    u = torch.rand(12, 24, generator=torch.Generator().manual_seed(0))
+    args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
+            True)
+    assert sampling._decoder(model) is not None  # not silently the fallback
+    fast, slow = _decode(model, *args), _decode_hf(model, *args)
+    assert torch.equal(fast[0], slow[0])
+    torch.testing.assert_close(fast[1], slow[1], atol=1e-4, rtol=1e-4)
 
 
 def test_bad_arguments(pair):
