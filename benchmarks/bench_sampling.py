@@ -13,6 +13,7 @@ processes on a shared machine hits both alike.
         [--problems data/problems/test.jsonl] [--repeats 3] [--batch-sizes 1024] [--threads 1]
 
 tokens/s counts completion tokens up to and including EOS (a sample's n_tokens), for both.
+vLLM (backend: vllm), when importable, runs once after the table.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from countdown_rlvr.model import load_model, render_prompts
+from countdown_rlvr.model import ModelRef, load_model, render_prompts
 from countdown_rlvr.sampling import SAMPLER_KEYS, generate
 from countdown_rlvr.task.prompts import solve_prompt
 
@@ -97,6 +98,15 @@ def main() -> None:
         r = statistics.median(rates[i])
         print(f"{name:<16} {b:>6} {tokens[i]:>8} {r:>9.0f} {r / base:>8.2f}x"
               f"  (rounds: {', '.join(f'{x:.0f}' for x in rates[i])})")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        print("vllm: not importable here (see README for its own environment)")
+    else:  # one run, engine start included
+        t0 = time.perf_counter()
+        out = generate(ModelRef(args.model), prompts, n, sampler, seed=0, backend="vllm")
+        r = sum(s.n_tokens for per in out for s in per) / (time.perf_counter() - t0)
+        print(f"{'vllm':<16} {'-':>6} {'-':>8} {r:>9.0f} {r / base:>8.2f}x  (incl. engine start)")
 
 
 if __name__ == "__main__":
