@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from countdown_rlvr import headline
-from countdown_rlvr.eval import summarize, write_records
-from countdown_rlvr.evaluate import evaluate_policy, extra_metrics
+from countdown_rlvr.eval import records_frame, summarize, write_records
+from countdown_rlvr.evaluate import evaluate_policy, extra_metrics, not_trained
 from countdown_rlvr.io import (
     StageError,
     load_params,
@@ -48,6 +48,15 @@ def main(argv: list[str]) -> None:
         hint = f"`dvc repro {stage}`" if stage else "the stage that writes it"
         raise StageError("evaluate", f"model dir {path} of policy {name!r} not found; run "
                          f"{hint} (or `dvc repro evaluate@{name}`, which runs it first)")
+    out, mpath = f"data/eval/{name}/records.parquet", f"reports/metrics/eval/{name}.json"
+    if reason := not_trained(path):
+        # no samples: the declared outs exist (empty records, a metrics file that says why),
+        # compare skips the policy and the report marks it "not trained"
+        write_records(records_frame([]), out)
+        write_metrics(f"eval/{name}", {"trained": False, "not_evaluated": reason},
+                      headline.evaluation)
+        print(f"[evaluate] {name}: {reason}; not sampled, wrote empty {out} and {mpath}")
+        return
     sampler = section(params, "sampler", required=SAMPLER_KEYS)
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     try:
@@ -72,7 +81,6 @@ def main(argv: list[str]) -> None:
                          "sections of params.yaml)") from exc
     metrics["samples"] = extra_metrics(records)
 
-    out, mpath = f"data/eval/{name}/records.parquet", f"reports/metrics/eval/{name}.json"
     write_records(records, out)
     write_metrics(f"eval/{name}", metrics, headline.evaluation)
     test = metrics["test"]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from countdown_rlvr.eval import (
     best_of_n,
+    diagnostics_at_k,
     expected_samples,
     failure_counts,
     pass_at_k,
@@ -196,7 +197,8 @@ def make_records():
 
 def test_summarize_hand_computed():
     out = summarize(make_records())
-    assert list(out) == ["test", "ood", "diagnostics", "failures", "best_of_n"]
+    assert list(out) == ["test", "ood", "diagnostics", "diagnostics_by_k", "failures",
+                         "best_of_n"]
     # test groups: (p1,0) c=2, (p1,1) c=4, (p2,0) c=0, n=4; pass@8/16 dropped (k > n)
     assert flat(out["test"]) == pytest.approx(flat({
         "n_problems": 2, "n_groups": 3, "samples_per_group": 4,
@@ -219,6 +221,44 @@ def test_summarize_hand_computed():
     assert out["best_of_n"]["N2"] == pytest.approx(
         {"acc": 2 / 3, "avg_samples": 5 / 3, "expected_acc": 11 / 18, "expected_samples": 1.5})
     assert out["best_of_n"]["N4"]["avg_samples"] == pytest.approx(7 / 3)
+
+
+def test_summarize_diagnostics_by_k_hand_computed():
+    # k=2: each 4-sample test group is cut into two groups of 2, in sample order:
+    # (p1,0) [F,T] [F,T]; (p1,1) [T,T] [T,T]; (p2,0) [F,F] [F,F]
+    out = summarize(make_records(), ks=(1, 2, 4))["diagnostics_by_k"]
+    assert list(out) == ["k2", "k4"]
+    assert out["k2"] == pytest.approx({
+        "k": 2, "n_groups": 6, "pass@1": 0.5, "pass@k": 4 / 6, "all_fail": 2 / 6,
+        "all_correct": 2 / 6, "zero_informative": 4 / 6, "reward_contrast": 2 / 6,
+        "avg_score": 6.5 / 12})
+    # k = n: the same groups as `diagnostics`
+    assert out["k4"]["all_fail"] == pytest.approx(1 / 3)
+    assert out["k4"]["pass@k"] == pytest.approx(2 / 3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 4), st.integers(1, 12), st.data())
+def test_diagnostics_at_k_all_fail_is_one_minus_pass_at_k(groups, k, n_extra, data):
+    """#17.1: every column from the same k-sample groups, so all-fail = 1 - pass@k exactly
+    and pass@1 / avg score are means over exactly the samples those groups hold."""
+    n = k + n_extra
+    correct = np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=n, max_size=n),
+                                          min_size=groups, max_size=groups)))
+    reward = np.where(correct, 1.0, 0.1)
+    out = diagnostics_at_k(correct, reward, k)
+    used = correct[:, :n // k * k]
+    assert out["n_groups"] == groups * (n // k)
+    assert out["all_fail"] == pytest.approx(1 - out["pass@k"])
+    assert out["zero_informative"] == pytest.approx(out["all_fail"] + out["all_correct"])
+    assert out["pass@1"] == pytest.approx(used.mean())
+    assert out["avg_score"] == pytest.approx(np.where(used, 1.0, 0.1).mean())
+    assert diagnostics_at_k(correct, reward, 1)["pass@k"] == pytest.approx(correct.mean())
+
+
+def test_diagnostics_at_k_rejects_bad_k():
+    with pytest.raises(ValueError, match="k=5"):
+        diagnostics_at_k(np.ones((2, 4), bool), np.ones((2, 4)), 5)
 
 
 def test_summarize_is_plain_json():

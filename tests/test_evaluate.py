@@ -1,8 +1,13 @@
 """Evaluation library (records, policy refs, pairwise comparison) and the evaluate/compare
 stages end to end on smoke params."""
 
+import itertools
 import json
 import os
+import runpy
+import shutil
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -22,7 +27,7 @@ from countdown_rlvr.eval import (
     summarize,
     write_records,
 )
-from countdown_rlvr.evaluate import evaluate_policy, score_samples
+from countdown_rlvr.evaluate import evaluate_policy, not_trained, score_samples
 from countdown_rlvr.model import ModelRef, build_tiny, load_model, policy_ref
 from countdown_rlvr.task import get_reward
 
@@ -171,11 +176,30 @@ def test_compare_counts_by_hand():
     assert pa["value"] == pytest.approx(1 / 3) and pa["ci_low"] <= 1 / 3 <= pa["ci_high"]
     assert rep["policies"]["a"]["test"]["pass@4"]["value"] == pytest.approx(5 / 6)
     md = compare_markdown(rep)
-    assert "| a | b | test | 4 | 0.833 | 0.500 | +0.333 [" in md and "| 3 | 1 | 1 | 0.625 | +0.333 [" in md
+    assert "| a | b | test | 4 | 0.833 | 0.500 | +0.333 [" in md and "| 3 | 1 | 0.625 |" in md
+    assert "p (all samples)" in md and "McNemar p (S0's test)" in md
+    # the all-sample test: sign flips of the per-problem pass-rate differences
+    # +1/4, 0, -1/4, +3/4, +1/4, +1/4 (p1's zero drops out): 5 non-zero, so exact
+    d = np.array([1, -1, 3, 1, 1]) / 4
+    flips = [abs((d * sgn).sum()) >= d.sum() - 1e-12
+             for sgn in itertools.product((1, -1), repeat=5)]
+    assert k1["pass_diff_pvalue"] == pytest.approx(np.mean(flips))
+    assert (k1["pass_a"], k1["pass_b"]) == pytest.approx((8 / 24, 3 / 24))
     assert json.loads(json.dumps(rep)) == rep  # plain JSON types
     # identical policies: all pairs concordant, p = 1
     same = compare_policies(recs, [["a", "a"]], ks=[1], n_boot=10)["pairs"]["a_vs_a"]["test"]["k1"]
     assert (same["a_only"], same["b_only"], same["pvalue"]) == (0, 0, 1.0)
+
+
+def test_compare_skips_a_policy_without_records():
+    """#17.7: an untrained policy's evaluate stage writes no samples; compare notes it and
+    every pair naming it instead of failing or testing nothing."""
+    recs = {"a": _records(A), "b": _records(B), "ghost": _records(A).iloc[:0]}
+    rep = compare_policies(recs, [["a", "b"], ["ghost", "b"]], ks=[1], n_boot=10)
+    assert set(rep["policies"]) == {"a", "b"} and set(rep["pairs"]) == {"a_vs_b"}
+    assert "not trained" in rep["skipped"]["ghost_vs_b"] and "ghost" in rep["skipped"]
+    md = compare_markdown(rep)
+    assert "Not compared" in md and "`ghost_vs_b`" in md
 
 
 def test_compare_errors_and_empty_pairs():
@@ -189,6 +213,42 @@ def test_compare_errors_and_empty_pairs():
         compare_policies(recs, [["a", "b"]], ks=[1], seed=3, n_boot=10)
     rep = compare_policies(recs, [], ks=[1], n_boot=10)
     assert rep["pairs"] == {} and "No pairs configured" in compare_markdown(rep)
+
+
+# --------------------------------------------------------------------------- untrained
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_not_trained_reads_the_training_stage_details(tmp_path):
+    details = tmp_path / "details"
+    (details / "distill").mkdir(parents=True)
+    (details / "distill/F1.json").write_text(json.dumps({"trained": False, "examples": 0}))
+    (details / "distill/R.json").write_text(json.dumps({"trained": True, "examples": 41}))
+    why = not_trained("data/models/distill/F1", details)
+    assert why and "trained: false" in why and "distill/F1.json" in why
+    assert not_trained("data/models/distill/R", details) is None  # trained
+    assert not_trained("data/models/sft", details) is None  # no details file
+    assert not_trained("elsewhere/model", details) is None  # not a pipeline model dir
+
+
+def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys):
+    """#17.7: no sampling for a policy its training stage never trained; the declared outs
+    still exist: empty records with the fixed schema and a metrics file that says why."""
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "data/models/distill/F1").mkdir(parents=True)  # an SFT copy in real runs
+    (tmp_path / "reports/details/distill").mkdir(parents=True)
+    (tmp_path / "reports/details/distill/F1.json").write_text(
+        json.dumps({"condition": "F1", "trained": False, "examples": 0}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_F1"])
+    runpy.run_path(str(ROOT / "stages/evaluate.py"), run_name="__main__")
+    assert "not sampled" in capsys.readouterr().out
+    recs = pd.read_parquet(tmp_path / "data/eval/distill_F1/records.parquet")
+    assert recs.empty and list(recs.columns) == RECORDS_SCHEMA.names
+    detail = json.loads((tmp_path / "reports/details/eval/distill_F1.json").read_text())
+    assert detail["trained"] is False and "distill/F1.json" in detail["not_evaluated"]
+    assert json.loads((tmp_path / "reports/metrics/eval/distill_F1.json").read_text()) == {
+        "distill_F1": {}}
 
 
 # --------------------------------------------------------------------------- stages

@@ -77,7 +77,9 @@ def test_comparison_headline_values():
     head = headline.comparison("compare", detail)
     k1 = detail["pairs"]["rloo_vs_sft"]["test"]["k1"]
     assert head["rloo_vs_sft"] == {
-        "p_k1": k1["pvalue"], "p_k16": detail["pairs"]["rloo_vs_sft"]["test"]["k16"]["pvalue"],
+        "p_k1": k1["pass_diff_pvalue"], "mcnemar_p_k1": k1["pvalue"],
+        "p_k16": detail["pairs"]["rloo_vs_sft"]["test"]["k16"]["pass_diff_pvalue"],
+        "mcnemar_p_k16": detail["pairs"]["rloo_vs_sft"]["test"]["k16"]["pvalue"],
         "pass@1_diff": k1["pass_diff"], "pass@1_diff_ci_low": k1["pass_diff_ci_low"],
         "pass@1_diff_ci_high": k1["pass_diff_ci_high"]}
     ci = detail["policies"]["sft"]["test"]["pass@16"]

@@ -88,12 +88,13 @@ def test_every_table_is_filled_from_the_metrics(complete):
     assert rows["rloo"][1] == f"{ci['value']:.3f} [{ci['ci_low']:.3f}, {ci['ci_high']:.3f}]"
     n4 = metrics("eval/opd_ac.json")["test"]["n4"]["pass@16"]
     assert rows["opd_ac"][6] == f"{n4:.3f}"
-    p = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["pvalue"]
-    assert rows["rloo"][9] == f"{p:.3g}" and rows["sft"][9] == "ref."
     d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]
-    assert rows["rloo"][11] == (f"{d['pass_diff']:+.3f} [{d['pass_diff_ci_low']:+.3f}, "
-                                f"{d['pass_diff_ci_high']:+.3f}]") and rows["sft"][11] == "ref."
-    assert rows["rloo"][11].startswith("+") and rows["base"][11].startswith("-")
+    assert rows["rloo"][9] == (f"{d['pass_diff']:+.3f} [{d['pass_diff_ci_low']:+.3f}, "
+                               f"{d['pass_diff_ci_high']:+.3f}]") and rows["sft"][9] == "ref."
+    assert rows["rloo"][9].startswith("+") and rows["base"][9].startswith("-")
+    # the headline p uses every sample; McNemar on sample 0 is the labelled last column
+    assert rows["rloo"][10] == f"{d['pass_diff_pvalue']:.3g}" and rows["sft"][10] == "ref."
+    assert rows["rloo"][12] == f"{d['pvalue']:.3g}"
     # S0 Table 2: every condition, McNemar against R-resample from repair.json
     rows = {r[0]: r for r in table_rows(md, "S0 Table 2")}
     assert set(rows) == set(REPAIR.values())
@@ -105,14 +106,21 @@ def test_every_table_is_filled_from_the_metrics(complete):
     # S0 Table 3: distill examples next to the distilled policy's evaluation
     rows = {r[0]: r for r in table_rows(md, "S0 Table 3")}
     assert rows["SD-R"][2] == str(metrics("distill/R.json")["examples"])
-    assert rows["SD-R"][3] == f"{metrics('eval/distill_R.json')['test']['pass@1']:.3f}"
+    k8 = metrics("eval/distill_R.json")["diagnostics_by_k"]["k8"]
+    assert rows["SD-R"][3] == f"{k8['pass@1']:.3f}"
+    # #17.1: one K, the same samples: all-fail = 1 - pass@8 in every evaluated row
+    for name, row in rows.items():
+        if "not trained" not in row[3]:
+            assert float(row[6]) == pytest.approx(1 - float(row[4]), abs=1e-3), name
+    # a condition without a successful repair: marked, not evaluated
+    assert rows["SD-F2"][3] == "*not trained (no successful repairs)*"
     # S1 Table 1: one row per pair source, the IPO run's pairs and its policy's pass@k
     rows = {r[0]: r for r in table_rows(md, "S1 Table 1")}
     assert set(IPO_SOURCES) <= set(rows)
     assert rows["hardneg"][1] == str(metrics("ipo/hardneg.json")["pairs"])
     assert rows["hardneg"][6] == f"{metrics('eval/ipo_hardneg.json')['test']['pass@1']:.3f}"
     # S4 Table 2: every budget for the best policy (highest test pass@1 by default)
-    evals = {p: metrics(f"eval/{p}.json") for p in report_policies()}
+    evals = {p: m for p in report_policies() if "test" in (m := metrics(f"eval/{p}.json"))}
     best = max(evals, key=lambda p: evals[p]["test"]["pass@1"])
     assert f"for `{best}`" in md
     left = table_rows(md, "S4 Table 2")
@@ -123,6 +131,38 @@ def test_every_table_is_filled_from_the_metrics(complete):
     ks = [int(line.split("|")[4]) for line in sig.splitlines()
           if line.startswith("| rloo | sft | test |")]
     assert ks == [1, 4, 8, 16]
+
+
+def test_seed_claims_and_design_differences(complete):
+    """#15.3 / #17.8: the claims table opens the report; a claim without its inputs says
+    why it is not testable instead of failing."""
+    _, md = complete
+    assert md.index("## Seed claims vs this run") < md.index("(S4 Table 1)")
+    rows = {r[0][:2]: r for r in table_rows(md, "Seed claims vs this run")}
+    assert len(table_rows(md, "Seed claims vs this run")) == 8
+    verdicts = [r[-1] for r in table_rows(md, "Seed claims vs this run")]
+    assert all(v.split()[0] in {"reproduced", "contradicted", "not"} for v in verdicts)
+    shaped = next(r for r in table_rows(md, "Seed claims") if "shaped reward" in r[0])
+    assert shaped[-1].startswith("not testable") and "rloo_shaped" in shaped[-1]
+    rl = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S4: RLOO"))
+    p = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["pass_diff_pvalue"]
+    assert f"k=1 p {p:.3g}" in rl[3]
+    assert rows and "KL term" in md and "number misuse" in md
+
+
+def test_shaped_claim_uses_a_two_proportion_test(tmp_path):
+    root = copy_fixture(tmp_path)
+    det = root / "reports/details"
+    rloo = json.loads((det / "rloo.json").read_text())
+    (det / "rloo.json").write_text(json.dumps({**rloo, "zero_std_groups": 600,
+                                               "groups": 1000}))
+    (det / "rloo_shaped.json").write_text(json.dumps({**rloo, "reward": "shaped",
+                                                      "zero_std_groups": 300, "groups": 1000}))
+    render(root, require_all=True)
+    md = (root / "reports/report.md").read_text()
+    shaped = next(r for r in table_rows(md, "Seed claims") if "shaped reward" in r[0])
+    assert "300/1000" in shaped[2] and "two-proportion" in shaped[3]
+    assert shaped[-1] == "reproduced"
 
 
 def test_differences_read_policy_minus_reference_in_either_pair_order(complete, tmp_path):

@@ -2,6 +2,7 @@
 bootstrap determinism and calibration."""
 
 import dataclasses
+import itertools
 import math
 from fractions import Fraction
 
@@ -13,7 +14,13 @@ from hypothesis import strategies as st
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
 from countdown_rlvr.eval import pass_at_k
-from countdown_rlvr.stats import McNemarResult, bootstrap_ci, mcnemar, pass_at_k_ci
+from countdown_rlvr.stats import (
+    McNemarResult,
+    bootstrap_ci,
+    mcnemar,
+    paired_permutation_test,
+    pass_at_k_ci,
+)
 
 paired = st.lists(st.tuples(st.booleans(), st.booleans()), max_size=200)
 
@@ -143,3 +150,42 @@ def test_pass_at_k_ci():
         pass_at_k_ci([8], [9], 1)
     with pytest.raises(ValueError):
         pass_at_k_ci([8, 8], [1], 1)
+
+
+# --------------------------------------------------------------------------- permutation
+
+def _exact_sign_flip_p(a, b):
+    d = np.asarray(a, float) - np.asarray(b, float)
+    d = d[d != 0]
+    if d.size == 0:
+        return 1.0
+    obs = abs(d.mean())
+    means = [abs((d * s).mean()) for s in itertools.product((1, -1), repeat=d.size)]
+    return float(np.mean([m >= obs - 1e-12 for m in means]))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=30))
+def test_paired_permutation_is_exact_for_few_discordant(pairs):
+    a, b = (np.array(x, float) / 4 for x in zip(*pairs))
+    if np.count_nonzero(a != b) > 12:  # beyond 2**13 patterns it is Monte Carlo
+        return
+    assert paired_permutation_test(a, b) == pytest.approx(_exact_sign_flip_p(a, b))
+
+
+def test_paired_permutation_uses_every_sample():
+    """The #17.3 case: per-problem pass rates over 16 samples differ a little on many
+    problems; sample 0 alone (McNemar) sees almost nothing, the rates see it all."""
+    rng = np.random.default_rng(0)
+    rate_b = rng.uniform(0, 0.4, size=100)
+    rate_a = np.clip(rate_b - 0.05, 0, 1)  # a is 5 points worse on every problem
+    p = paired_permutation_test(rate_a, rate_b, seed=3)
+    assert p < 0.001
+    assert p == paired_permutation_test(rate_a, rate_b, seed=3)  # seeded
+    assert paired_permutation_test(rate_b, rate_b) == 1.0
+    assert paired_permutation_test(rate_a, rate_b) == paired_permutation_test(rate_b, rate_a)
+
+
+def test_paired_permutation_rejects_bad_input():
+    with pytest.raises(ValueError, match="equal length"):
+        paired_permutation_test([0.1, 0.2], [0.1])

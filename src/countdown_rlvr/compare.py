@@ -2,7 +2,10 @@
 report import it without loading a model).
 
     compare_policies(records, pairs, ks) -> JSON-able dict: pass@k intervals per policy, and
-                                            McNemar + paired bootstrap per pair, split and k
+                                            per pair, split and k: the all-sample paired test
+                                            (sign-flip permutation + bootstrap interval on the
+                                            per-problem pass@k difference, the headline), and
+                                            McNemar on sample 0 (S0's test)
     compare_markdown(report)             -> the tables of reports/compare.md
 """
 
@@ -15,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .eval import pass_at_k, solved_within
-from .stats import bootstrap_ci, mcnemar, pass_at_k_ci
+from .stats import bootstrap_ci, mcnemar, paired_permutation_test, pass_at_k_ci
 
 
 def _per_problem_counts(records: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -50,7 +53,10 @@ def compare_pair(rec_a: pd.DataFrame, rec_b: pd.DataFrame, ks: Iterable[int], se
     (k = 1: the pass@1 outcome of sample 0). McNemar on those paired outcomes; plus the
     paired bootstrap interval of the difference in solve rate (a - b). `pass_diff` is the
     difference in unbiased pass@k from every sample of every seed, with its paired bootstrap
-    interval over problems: the same question asked of all n samples, not one (far tighter).
+    interval over problems: the same question asked of all n samples, not one (far tighter),
+    and `pass_diff_pvalue`, the paired sign-flip permutation test on those per-problem
+    differences (k = 1: per-problem pass rates over every sample); `pass_a` / `pass_b` are
+    the two means. `pvalue` is McNemar's on the seed-`seed` outcomes (S0's test).
     """
     (n_a, c_a), (n_b, c_b) = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
     out = {}
@@ -63,15 +69,18 @@ def compare_pair(rec_a: pd.DataFrame, rec_b: pd.DataFrame, ks: Iterable[int], se
         res = mcnemar(a, b, exact=exact)
         diff = a.astype(float) - b.astype(float)
         lo, hi = bootstrap_ci(diff.to_numpy(), n_boot=n_boot, alpha=alpha, seed=boot_seed)
-        pass_diff = np.array([pass_at_k(int(n_a.loc[i]), int(c_a.loc[i]), k)
-                              - pass_at_k(int(n_b.loc[i]), int(c_b.loc[i]), k) for i in a.index])
+        pass_a = np.array([pass_at_k(int(n_a.loc[i]), int(c_a.loc[i]), k) for i in a.index])
+        pass_b = np.array([pass_at_k(int(n_b.loc[i]), int(c_b.loc[i]), k) for i in a.index])
+        pass_diff = pass_a - pass_b
         p_lo, p_hi = bootstrap_ci(pass_diff, n_boot=n_boot, alpha=alpha, seed=boot_seed)
         out[f"k{k}"] = {
             "n_problems": len(a), "solved_a": float(a.mean()), "solved_b": float(b.mean()),
             "diff": float(diff.mean()), "diff_ci_low": lo, "diff_ci_high": hi,
             "a_only": res.b, "b_only": res.c, "statistic": res.statistic, "pvalue": res.pvalue,
+            "pass_a": float(pass_a.mean()), "pass_b": float(pass_b.mean()),
             "pass_diff": float(pass_diff.mean()), "pass_diff_ci_low": p_lo,
             "pass_diff_ci_high": p_hi,
+            "pass_diff_pvalue": paired_permutation_test(pass_a, pass_b, seed=boot_seed),
         }
     return out
 
@@ -81,7 +90,12 @@ def compare_policies(records: dict[str, pd.DataFrame], pairs: Sequence[Sequence[
                      exact: bool = True, n_boot: int = 1000, alpha: float = 0.05,
                      boot_seed: int = 0) -> dict[str, Any]:
     """The compare report: pass@k intervals for every policy in `records`, and a paired
-    McNemar comparison for each [a, b] in `pairs`, per split (those present) and k."""
+    comparison for each [a, b] in `pairs`, per split (those present) and k.
+
+    A policy with empty records (its evaluate stage skipped it: a policy that was never
+    trained, e.g. distill without a successful repair) has no intervals, and each pair that
+    names it is listed under `skipped` with the reason instead of being tested.
+    """
     for pair in pairs:
         if len(pair) != 2 or any(p not in records for p in pair):
             raise ValueError(f"pair {list(pair)} must name two of the evaluated policies "
@@ -90,17 +104,24 @@ def compare_policies(records: dict[str, pd.DataFrame], pairs: Sequence[Sequence[
     out: dict[str, Any] = {
         "settings": {"ks": ks, "seed": seed, "splits": list(splits), "exact": exact,
                      "n_boot": n_boot, "alpha": alpha, "pairs": [list(p) for p in pairs]},
-        "policies": {}, "pairs": {},
+        "policies": {}, "pairs": {}, "skipped": {},
     }
+    empty = {name for name, frame in records.items() if frame.empty}
 
     def part(name: str, split: str) -> pd.DataFrame:
         return records[name][records[name]["split"] == split]
 
-    for name in records:
+    for name in empty:
+        out["skipped"][name] = "no evaluation records (its evaluate stage skipped it)"
+    for name in (n for n in records if n not in empty):
         out["policies"][name] = {
             split: policy_intervals(part(name, split), ks, n_boot, alpha, boot_seed)
             for split in splits if not part(name, split).empty}
     for a, b in pairs:
+        if untested := [p for p in (a, b) if p in empty]:
+            out["skipped"][pair_key(a, b)] = (f"not compared: {', '.join(untested)} has no "
+                                              "evaluation records (not trained)")
+            continue
         out["pairs"][pair_key(a, b)] = {
             split: compare_pair(part(a, split), part(b, split),
                                 [k for k in ks if k <= _group_size(part(a, split), part(b, split))],
@@ -131,26 +152,42 @@ def compare_markdown(report: dict[str, Any]) -> str:
             cells = [f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
                      if (v := vals.get(f"pass@{k}")) else "-" for k in s["ks"]]
             lines.append(f"| {name} | {split} | " + " | ".join(cells) + " |")
-    lines += ["", (f"McNemar ({test}) on paired per-problem outcomes: solved within the first "
-              f"k samples of seed {s['seed']} (k = 1: sample 0). a-only / b-only are the "
-              "discordant counts; diff is the solve-rate difference a - b with its paired "
-              f"{ci} bootstrap interval. pass@k diff is the difference in pass@k estimated from "
-              f"all samples, with its paired {ci} bootstrap interval over problems."), ""]
+    lines += ["", (f"Paired per problem, on the same problems. The headline test uses every "
+              "sample: pass@k a / b are unbiased pass@k estimated from all samples of every "
+              f"seed, pass@k diff their difference with its paired {ci} bootstrap interval "
+              "over problems, and p its paired sign-flip permutation test (k = 1: per-problem "
+              f"pass rates). S0's test: McNemar ({test}) on solved within the first k samples "
+              f"of seed {s['seed']} (k = 1: sample 0 only); a-only / b-only are its discordant "
+              f"counts, solve diff the solve-rate difference with its {ci} bootstrap interval."),
+              ""]
     if not report["pairs"]:
         lines.append("No pairs configured (`compare.pairs` in params.yaml).")
     else:
-        lines += [("| a | b | split | k | solved a | solved b | diff [CI] | a-only | b-only "
-                  "| statistic | p | pass@k diff [CI] |"),
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [("| a | b | split | k | pass@k a | pass@k b | pass@k diff [CI] | p (all samples) "
+                   "| solved a | solved b | solve diff [CI] | a-only | b-only | McNemar p "
+                   "(S0's test) |"),
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for a, b in s["pairs"]:
-            for split, per_k in report["pairs"][pair_key(a, b)].items():
+            for split, per_k in report["pairs"].get(pair_key(a, b), {}).items():
                 for k, r in per_k.items():
                     lines.append(
-                        f"| {a} | {b} | {split} | {k[1:]} | {r['solved_a']:.3f} | "
+                        f"| {a} | {b} | {split} | {k[1:]} | {_num(r.get('pass_a'))} | "
+                        f"{_num(r.get('pass_b'))} | {r['pass_diff']:+.3f} "
+                        f"[{r['pass_diff_ci_low']:+.3f}, {r['pass_diff_ci_high']:+.3f}] | "
+                        f"{_pval(r.get('pass_diff_pvalue'))} | {r['solved_a']:.3f} | "
                         f"{r['solved_b']:.3f} | {r['diff']:+.3f} [{r['diff_ci_low']:+.3f}, "
                         f"{r['diff_ci_high']:+.3f}] | {r['a_only']} | {r['b_only']} | "
-                        f"{r['statistic']:.3g} | {r['pvalue']:.3g} | {r['pass_diff']:+.3f} "
-                        f"[{r['pass_diff_ci_low']:+.3f}, {r['pass_diff_ci_high']:+.3f}] |")
+                        f"{r['pvalue']:.3g} |")
+    skipped = report.get("skipped") or {}
+    if skipped:
+        lines += ["", "Not compared:", ""]
+        lines += [f"- `{name}`: {why}" for name, why in skipped.items()]
     return "\n".join(lines) + "\n"
 
 
+def _num(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _pval(x) -> str:
+    return "–" if x is None else f"{x:.3g}"

@@ -167,6 +167,30 @@ def zero_signal(correct: Sequence[Sequence], reward: Sequence[Sequence] | None =
     }
 
 
+def diagnostics_at_k(correct, reward, k: int) -> dict[str, float]:
+    """S0's table row for groups of exactly k samples, every number from the same samples.
+
+    correct / reward: 2-D groups x n arrays (columns in sample order). Each group's n samples
+    are cut into n // k consecutive groups of k (the n % k left over are not used), so all
+    of them count and every column describes the same k-sample groups: pass@k of a group of
+    exactly k samples is "any correct", hence `all_fail == 1 - pass@k` by construction, and
+    `avg_score` is the mean reward of the same samples (a table that mixed pass@8 with
+    all-fail rates of 16-sample groups could not add up). Keys: k, n_groups, pass@1, pass@k
+    and the zero_signal() rates.
+    """
+    correct, reward = _binary(correct), np.asarray(reward, dtype=float)
+    if correct.ndim != 2 or correct.shape != reward.shape:
+        raise ValueError("diagnostics_at_k needs matching 2-D groups x samples arrays")
+    n = correct.shape[1]
+    if not 1 <= k <= n:
+        raise ValueError(f"k={k} must be in 1..{n} (samples per group)")
+    used = n // k * k
+    groups = correct[:, :used].reshape(-1, k)
+    out = zero_signal(groups, reward[:, :used].reshape(-1, k))
+    return {"k": k, "n_groups": int(groups.shape[0]), "pass@1": float(groups.mean()),
+            "pass@k": float(groups.any(axis=1).mean()), **out}
+
+
 def failure_counts(failures: Iterable) -> dict[str, int]:
     """Count samples per verifier failure code; None/NaN (a correct sample) counts as `correct`.
 
@@ -279,6 +303,10 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
         test / ood:  n_problems, n_groups, samples_per_group, pass@k (k in ks, k <= n),
                      mean_tokens, and n{m}: {n_problems, pass@k} per operand count m
         diagnostics: zero_signal() on the test split (binary reward = correct, score = reward)
+                     over the groups of all n samples
+        diagnostics_by_k: {"k<k>": diagnostics_at_k()} for every k in ks with 2 <= k <= n:
+                     pass@1, pass@k and the zero-signal rates of the same k-sample groups
+                     (what a table at one K must show)
         failures:    failure_counts() on the test split
         best_of_n:   best_of_n() on the test split, budgets <= n
 
@@ -295,6 +323,8 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
     reward = _wide(test, "reward").to_numpy(dtype=float)
     n = correct.shape[1]
     out["diagnostics"] = zero_signal(correct, reward)
+    out["diagnostics_by_k"] = {f"k{k}": diagnostics_at_k(correct, reward, k)
+                               for k in ks if 2 <= k <= n}
     out["failures"] = failure_counts(test["failure"])
     out["best_of_n"] = best_of_n(correct, [N for N in budgets if N <= n])
     return out

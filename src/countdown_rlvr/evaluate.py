@@ -2,6 +2,7 @@
 
     evaluate_policy(ref, problems, ...) -> per-sample records DataFrame (eval.RECORDS_SCHEMA)
     score_samples(problem, samples, ...) -> the records of one problem's samples
+    not_trained(model_dir)               -> why a policy need not be sampled (None: sample it)
 
 (Loading a policy is `model.policy_ref`; comparing policies, torch-free, is `compare`.)
 
@@ -12,7 +13,9 @@ Metrics are computed from them by `eval.summarize`, never from the model directl
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,6 +25,32 @@ from .eval import records_frame
 from .model import ModelRef, load_model
 from .sampling import generate
 from .task import get_reward, solve_prompt, verify
+
+# --------------------------------------------------------------------------- untrained
+
+def not_trained(model_dir: str | Path, details: str | Path = "reports/details") -> str | None:
+    """Why the policy in `model_dir` is not worth sampling, or None.
+
+    A training stage that had no examples saves its input policy unchanged and writes
+    `trained: false` into its details (e.g. distill@F1 without a successful repair:
+    data/models/distill/F1 -> reports/details/distill/F1.json). Sampling that copy would only
+    reproduce its source's numbers at the cost of a full evaluation. The details file needs
+    no dvc.yaml dep of its own: it changes only when its stage re-runs, and then the model
+    dir, a dep of evaluate, changes with it.
+    """
+    parts = Path(model_dir).parts
+    if len(parts) < 3 or parts[:2] != ("data", "models"):
+        return None
+    path = Path(details, *parts[2:]).with_suffix(".json")
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("trained") is not False:
+        return None
+    return (f"not trained: {path.as_posix()} says trained: false "
+            f"({info.get('examples', 0)} training examples), so {Path(model_dir).as_posix()} "
+            "is its source policy unchanged")
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -11,7 +11,8 @@ metric name is unique across the repo and means one thing:
     rloo.pass@1              evaluate@rloo: test-split pass@1
     rloo.pass@1_ci_low       compare: its bootstrap interval over problems
     rloo.reward_mean_final   the rloo stage: mean reward over the last 10% of its steps
-    rloo_vs_sft.p_k1         compare: McNemar p of rloo vs sft on sample 0
+    rloo_vs_sft.p_k1         compare: paired permutation p of rloo vs sft from all samples
+    rloo_vs_sft.mcnemar_p_k1 compare: McNemar p on sample 0 (S0's test)
 
 Each function maps (stage output name, detail) to the headline. Only numbers are kept (no strings, no nulls): what a param says belongs to `dvc params diff`.
 """
@@ -144,8 +145,11 @@ def evaluation(name: str, d: Detail) -> dict:
 
 
 def comparison(name: str, d: Detail, split: str = "test") -> dict:
-    """compare (no namespace of its own: its subjects are the policies and the pairs): each policy's bootstrap interval of pass@ at the smallest and largest k, and
-    each pair's McNemar p at both plus the all-sample pass@1 difference with its interval."""
+    """compare (no namespace of its own: its subjects are the policies and the pairs): each
+    policy's bootstrap interval of pass@ at the smallest and largest k, and each pair's
+    all-sample paired permutation p (`p_k<k>`, the headline test) and McNemar p on the first
+    k samples of one seed (`mcnemar_p_k<k>`, S0's test) at both, plus the all-sample pass@
+    difference at the smallest k with its interval."""
     out: dict[str, dict] = {}
     for policy, splits in d.get("policies", {}).items():
         block = splits.get(split, {})
@@ -158,7 +162,10 @@ def comparison(name: str, d: Detail, split: str = "test") -> dict:
         if not ks:
             continue
         first = block[ks[0]]
-        out[pair] = {f"p_{k}": block[k]["pvalue"] for k in dict.fromkeys((ks[0], ks[-1]))}
+        for k in dict.fromkeys((ks[0], ks[-1])):
+            out.setdefault(pair, {}).update(pick(
+                block[k], ("pass_diff_pvalue", "pvalue"),
+                {"pass_diff_pvalue": f"p_{k}", "pvalue": f"mcnemar_p_{k}"}))
         out[pair] |= pick(first, ("pass_diff", "pass_diff_ci_low", "pass_diff_ci_high"),
                           {key: key.replace("pass_diff", f"pass@{ks[0][1:]}_diff")
                            for key in ("pass_diff", "pass_diff_ci_low", "pass_diff_ci_high")})

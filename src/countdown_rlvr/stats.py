@@ -1,8 +1,9 @@
 """Significance tests for comparing policies on the same problems (SPEC §6).
 
-Outcomes are paired by problem: McNemar on per-problem solved/unsolved, and a percentile
-bootstrap over problems for confidence intervals (e.g. on pass@k, or on the per-problem
-difference between two policies, whose mean is the difference of their means).
+Outcomes are paired by problem: McNemar on per-problem solved/unsolved (one sample each),
+a paired sign-flip permutation test on per-problem rates estimated from every sample, and a
+percentile bootstrap over problems for confidence intervals (e.g. on pass@k, or on the
+per-problem difference between two policies, whose mean is the difference of their means).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, chi2
+from scipy.stats import binomtest, chi2, permutation_test
 
 from .eval import pass_at_k
 
@@ -64,6 +65,39 @@ def mcnemar(a: Sequence[bool], b: Sequence[bool], exact: bool = True,
         stat = (abs(n10 - n01) - (1 if correction else 0)) ** 2 / n
         pvalue = chi2.sf(stat, df=1)
     return McNemarResult(float(stat), float(min(pvalue, 1.0)), n10, n01)
+
+
+PERM_RESAMPLES = 9999  # Monte Carlo sign flips; the smallest two-sided p is 2 / 10,000
+
+
+def paired_permutation_test(a: Sequence[float], b: Sequence[float],
+                            n_resamples: int = PERM_RESAMPLES, seed: int = 0) -> float:
+    """Two-sided p of a paired sign-flip permutation test on mean(a - b).
+
+    a[i], b[i]: one number per problem for each policy, e.g. its pass rate (or unbiased
+    pass@k) over all n samples of problem i. Under H0 the two policies are exchangeable on
+    each problem, so each difference is equally likely to have either sign
+    (scipy.stats.permutation_test, permutation_type="samples"). Problems with a zero
+    difference cannot change the statistic and are left out, so with at most
+    log2(n_resamples) non-zero differences the test is exact (every sign pattern); beyond
+    that it is Monte Carlo with `seed` (scipy counts the observed pattern, so p > 0). No non-zero
+    difference (or one): p = 1.0. Unlike McNemar on one sample per problem, it uses every sample.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape or a.size == 0:
+        raise ValueError(f"a and b must be non-empty 1-D and of equal length, got shapes "
+                         f"{a.shape} and {b.shape}")
+    keep = ~np.isclose(a, b, rtol=0.0, atol=1e-12)
+    if keep.sum() < 2:  # both signs of a single difference are equally extreme
+        return 1.0
+    res = permutation_test((a[keep], b[keep]), _mean_diff, permutation_type="samples",
+                           vectorized=True, n_resamples=n_resamples, alternative="two-sided",
+                           random_state=np.random.default_rng(seed))
+    return float(min(res.pvalue, 1.0))
+
+
+def _mean_diff(x, y, axis=-1):
+    return np.mean(x - y, axis=axis)
 
 
 def bootstrap_ci(values_per_problem: Sequence[float], stat: Callable = np.mean,
