@@ -1,5 +1,9 @@
 """Stage `pairs`: preference pairs from every source of SPEC §4 / S1 §3.1.3, with the
-chosen/rejected verdicts and lengths; `ipo.sources` chooses among them."""
+chosen/rejected verdicts and lengths; `ipo.sources` chooses among them.
+
+Chosen and rejected of each pair share a style (countdown_rlvr.pairs), and each source is cut
+to `pairs.max_per_source` pairs (a seeded choice), so the IPO runs compare sources, not sizes.
+reports/metrics/pairs.json: pairs per source, built and kept."""
 
 import random
 from collections import Counter
@@ -18,7 +22,14 @@ from countdown_rlvr.io import (
     write_metrics,
 )
 from countdown_rlvr.model import configure, load_model
-from countdown_rlvr.pairs import SOURCES, base_pairs, scripted_pairs, teacher_pairs
+from countdown_rlvr.pairs import (
+    SOURCES,
+    base_pairs,
+    cap_sources,
+    scripted_pairs,
+    style_counts,
+    teacher_pairs,
+)
 
 PROBLEMS, SOLVER = "data/problems/train.jsonl", "data/traces/solver.jsonl"
 TEACHER, BASE = "data/traces/teacher_samples.parquet", "data/models/base"
@@ -35,7 +46,13 @@ def _samples(df: pd.DataFrame, prompts: dict[str, str]) -> list[dict]:
 def main() -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    p = section(params, "pairs", required=("seed", "n_problems", "per_problem", "base_k", "base_sampler"))
+    p = section(params, "pairs", required=("seed", "n_problems", "per_problem", "base_k", "base_sampler",
+                                           "max_per_source"))
+    cap = p["max_per_source"]
+    if not (cap is None or cap == "min" or (isinstance(cap, int) and not isinstance(cap, bool)
+                                            and cap >= 1)):
+        raise StageError("pairs", f"pairs.max_per_source is {cap!r}; allowed: a positive integer, "
+                                  "min (the smallest source's count) or null (no cap)")
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)
     problems = read_jsonl(PROBLEMS)[: p["n_problems"]]
@@ -50,17 +67,20 @@ def main() -> None:
     rng = random.Random(p["seed"])
     correct = solver + [s for s in teacher if s["correct"]]
     try:
-        pairs = (scripted_pairs(solver, rng, p["per_problem"])
+        built = (scripted_pairs(solver, rng, p["per_problem"])
                  + teacher_pairs(teacher, rng, p["per_problem"])
                  + base_pairs(correct, base, rng, p["per_problem"]))
     except AssertionError as exc:
         raise StageError("pairs", f"{exc}; the verifier and the pair builders disagree") from exc
+    pairs = cap_sources(built, cap, rng)
     write_jsonl(OUT, pairs)
-    metrics = {}
+    metrics = {"max_per_source": cap}
     for src in SOURCES:
         rows = [q for q in pairs if q["source"] == src]
         metrics[src] = {
             "pairs": len(rows),
+            "pairs_built": sum(q["source"] == src for q in built),  # before max_per_source
+            "styles": style_counts(rows),  # "<chosen>/<rejected>": same-style only
             "problems": len({q["problem_id"] for q in rows}),
             "rejected_failures": dict(sorted(Counter(q["rejected_failure"] for q in rows).items())),
             "mean_chosen_chars": sum(q["chosen_chars"] for q in rows) / len(rows) if rows else None,

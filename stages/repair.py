@@ -1,7 +1,8 @@
 """Stage `repair` (S0 §3.3, Table 2): a fixed, seeded set of failed SFT attempts, each
-repaired under all six conditions (F1, F2, F3, F4, F-shuffled, R-resample) with the same
-sampling budget and seed; success, new-error rate and feedback length per condition, and
-McNemar of each condition against R-resample on the matched attempts.
+repaired under every condition of repair.conditions (F0 = no feedback, F1, F2, F3, F4,
+F-shuffled, R-resample) with the same sampling budget and seed; success, new-error rate and
+feedback length per condition, McNemar of each condition against R-resample and against F0 on
+the matched attempts, and successes per failure type of the original attempt.
 
 Prompt layout: see countdown_rlvr.research.repair. Writes data/repair/repairs.parquet (every
 repair sample: the input of `distill`), reports/metrics/repair.json, reports/timings/repair.json.
@@ -21,6 +22,7 @@ from countdown_rlvr.io import (
 )
 from countdown_rlvr.model import configure, load_model, policy_ref
 from countdown_rlvr.research.repair import (
+    by_failure,
     check_conditions,
     repair_metrics,
     run_repairs,
@@ -66,13 +68,14 @@ def main() -> None:
     write_repairs(repairs, OUT)
     write_metrics("repair", {
         "n_attempts": len(attempts), "n_problems": len({a["problem_id"] for a in attempts}),
-        "k": r["k"], "conditions": per_cond}, headline.repair)
+        "k": r["k"], "conditions": per_cond, "by_failure": by_failure(repairs)}, headline.repair)
     write_timing("repair", {"seconds": round(time.time() - t0, 2), "samples": len(repairs)})
     for cond, m in per_cond.items():
-        mc = m["mcnemar_vs_resample"]
+        mc, m0 = m["mcnemar_vs_resample"], m.get("mcnemar_vs_F0")
         print(f"[repair] {cond:6s} success {m['success_rate']:.4f} ({m['successes']}/{m['n']}), "
               f"new error {m['new_error_rate']:.4f}, feedback {m['feedback_tokens']:.1f} tokens, "
-              f"vs R: b={mc['b']} c={mc['c']} p={mc['pvalue']:.3g}")
+              f"vs R: b={mc['b']} c={mc['c']} p={mc['pvalue']:.3g}"
+              + ("" if m0 is None else f", vs F0: b={m0['b']} c={m0['c']} p={m0['pvalue']:.3g}"))
     print(f"[repair] wrote {OUT} ({len(repairs)} samples), reports/metrics/repair.json")
 
 

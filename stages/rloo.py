@@ -5,32 +5,59 @@ leave-one-out advantages, clipped importance weight to the sampler, Schulman k3 
 frozen SFT policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated curriculum
 (S1 Alg. 1). Per-step diagnostics in dvclive/rloo; first / final values in reports/metrics/rloo.json.
 
+`python stages/rloo.py rloo_shaped` is the stage `rloo_shaped`: the same run with the
+`rloo_shaped:` section's keys (reward: shaped) over the `rloo:` section, so the two arms differ
+only there (S1's claim: the shaped reward leaves fewer zero-std groups than the binary one);
+it writes data/models/rloo_shaped, dvclive/rloo_shaped and reports/*/rloo_shaped.json.
+
 Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py`.
 """
 
-from countdown_rlvr.io import load_params, require_inputs, section
+import sys
+
+from countdown_rlvr.io import StageError, load_params, require_inputs, section
 from countdown_rlvr.model import configure
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, rloo_config
 from countdown_rlvr.train.run import ADAPTER_DEFAULTS, frozen_copy, init_policy
 
-SFT, TRAIN, OUT = "data/models/sft", "data/problems/train.jsonl", "data/models/rloo"
+SFT, TRAIN = "data/models/sft", "data/problems/train.jsonl"
 EXTRA = ("n_problems", *ADAPTER_DEFAULTS)
+ARMS = ("rloo", "rloo_shaped")  # stage name = its params section = its output names
 
 
-def main() -> None:
+def arm_section(params: dict, stage: str) -> dict:
+    """The `rloo` section, with the keys of the arm's own section over it."""
+    sec = section(params, "rloo", required=("reward", "steps", "lr"))
+    if stage == "rloo":
+        return sec
+    override = params.get(stage)
+    if not isinstance(override, dict) or not override:
+        raise StageError(stage, f"params.yaml needs a `{stage}:` section with the keys that "
+                                f"differ from `rloo:` (e.g. reward: shaped)")
+    unknown = sorted(set(override) - set(sec))
+    if unknown:
+        raise StageError(stage, f"`{stage}` keys {unknown} are not keys of `rloo:`; an arm "
+                                "overrides rloo's keys only")
+    return {**sec, **override}
+
+
+def main(stage: str = "rloo") -> None:
+    if stage not in ARMS:
+        raise StageError("rloo", f"unknown RLOO arm {stage!r}; valid: {', '.join(ARMS)}")
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    sec = section(params, "rloo", required=("reward", "steps", "lr"))
-    cfg = rloo_config("rloo", sec, extra_keys=EXTRA)  # an unknown reward fails here, first
+    sec = arm_section(params, stage)
+    cfg = rloo_config(stage, sec, extra_keys=EXTRA)  # an unknown reward fails here, first
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
-    require_inputs("rloo", SFT)
-    problems = first_problems("rloo", TRAIN, sec.get("n_problems"))
-    model, tok = init_policy("rloo", SFT, sec)
+    require_inputs(stage, SFT)
+    problems = first_problems(stage, TRAIN, sec.get("n_problems"))
+    model, tok = init_policy(stage, SFT, sec)
     ref = frozen_copy(SFT) if cfg["kl_coef"] > 0 else None
-    fit_rl_and_save("rloo", model, tok, problems, cfg, OUT, ref_model=ref, prompt_style=style,
+    fit_rl_and_save(stage, model, tok, problems, cfg, f"data/models/{stage}", ref_model=ref,
+                    prompt_style=style,
                     extra_metrics={"adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"]),
                                    "curriculum": cfg["curriculum"], "kl_coef": cfg["kl_coef"]})
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

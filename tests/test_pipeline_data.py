@@ -26,6 +26,10 @@ def test_data_stages_run_cache_rerun_selectively_and_reproduce(pipeline, tmp_pat
     assert ran(first) == set(DATA_STAGES)
     pairs = [json.loads(line) for line in pipeline.read("data/pairs/pairs.jsonl").splitlines()]
     assert {p["source"] for p in pairs} >= {"scripted", "base"}
+    pm = json.loads(pipeline.read("reports/details/pairs.json"))
+    kept = [pm[s]["pairs"] for s in ("scripted", "base")]  # pairs.max_per_source: min
+    assert kept[0] == kept[1] == min(pm[s]["pairs_built"] for s in ("scripted", "base"))
+    assert all(set(pm[s]["styles"]) <= {"direct/direct", "search/search"} for s in ("scripted", "base"))
     for name in ("problems", "traces", "teacher_traces", "dedup", "pairs"):
         json.loads(pipeline.read(f"reports/details/{name}.json"))
 

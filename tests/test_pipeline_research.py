@@ -12,7 +12,8 @@ from countdown_rlvr.traces import direct_trace
 
 pytestmark = pytest.mark.slow
 
-STAGES = {"diagnose", "repair", "int", *(f"distill@{c}" for c in CONDITIONS)}
+DISTILLED = tuple(c for c in CONDITIONS if c != "F0")  # distill.conditions: F0 is a repair control
+STAGES = {"diagnose", "repair", "int", *(f"distill@{c}" for c in DISTILLED)}
 DIAGNOSE_KEYS = {"k", "pass@1", "pass@k", "avg_score", "all_fail", "all_correct",
                  "zero_informative", "reward_contrast", "failures", "n_failed_attempts"}
 REPAIR_KEYS = {"success_rate", "successes", "n", "new_error_rate", "feedback_tokens",
@@ -43,12 +44,17 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     for cond, m in r["conditions"].items():
         assert REPAIR_KEYS <= set(m) and m["n"] == r["n_attempts"]
         assert set(m["mcnemar_vs_resample"]) >= {"b", "c", "pvalue"}
-        assert (m["feedback_tokens"] == 0) == (cond == "R")
+        assert (m["feedback_tokens"] == 0) == (cond in ("R", "F0"))
+        assert ("mcnemar_vs_F0" in m) == (cond != "F0")  # every condition vs the same prompt, no feedback
+    assert sum(t["attempts"] for t in r["by_failure"].values()) == r["n_attempts"]
+    assert all(set(t["successes"]) == set(CONDITIONS) for t in r["by_failure"].values())
+    head = json.loads(pipeline.read("reports/metrics/repair.json"))["repair"]
+    assert "p_vs_F0" in head["F3"] and "p_vs_resample" in head["F0"]
     repairs = pd.read_parquet(pipeline.path / "data/repair/repairs.parquet")
     assert len(repairs) == r["n_attempts"] * len(CONDITIONS) * 1  # repair.k = 1
     assert set(repairs["attempt_id"]) <= {f["attempt_id"] for f in failed}
 
-    for cond in CONDITIONS:
+    for cond in DISTILLED:
         m = metrics(pipeline, f"distill/{cond}")
         successes = int(repairs[repairs["condition"] == cond]["correct"].sum())
         assert m["condition"] == cond and m["trained"] == (successes > 0)

@@ -67,3 +67,34 @@ def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
     assert proc.returncode != 0
     assert "`rloo.reward` is 'bogus'; allowed: one of binary, format, shaped" in proc.stderr
     assert "[RLOO]" not in proc.stdout  # the loop never started
+
+
+def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
+    """`rloo_shaped` = `rloo:` with `rloo_shaped:`'s keys over it; both write the zero-std
+    counts a two-proportion test needs; `-S rloo.reward=shaped` still changes rloo itself."""
+    first = pipeline.repro("rloo", "rloo_shaped")
+    assert {"rloo", "rloo_shaped"} <= ran(first)
+    binary, shaped = metrics(pipeline, "rloo"), metrics(pipeline, "rloo_shaped")
+    assert (binary["reward"], shaped["reward"]) == ("binary", "shaped")
+    assert set(binary) == set(shaped)
+    for m in (binary, shaped):
+        assert m["groups"] == 2 * 4 and 0 <= m["zero_std_groups"] <= m["groups"]
+        assert m["tier_final"] == 0 and m["tier_unlock_step"] is None  # 2 steps < the window
+    same = {k for k in ("steps", "rollouts", "group_size", "prompts_per_step", "kl_coef", "curriculum")}
+    assert {k: binary[k] for k in same} == {k: shaped[k] for k in same}
+    head = json.loads(pipeline.read("reports/metrics/rloo_shaped.json"))["rloo_shaped"]
+    assert set(json.loads(pipeline.read("reports/metrics/rloo.json"))["rloo"]) == set(head)
+    assert {"zero_std_groups", "groups", "tier_final"} <= set(head)
+    tier = pipeline.read("dvclive/rloo_shaped/plots/metrics/train/tier.tsv").decode()
+    rows = [line.split("\t") for line in tier.strip().splitlines()]
+    assert rows[0] == ["step", "tier"] and [float(r[1]) for r in rows[1:]] == [0.0, 0.0]
+    commit(pipeline, "two arms")
+
+    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo", "rloo_shaped")
+    assert ran(exp) == {"rloo", "rloo_shaped"}  # the arm inherits rloo's keys: it re-runs too
+    assert metrics(pipeline, "rloo")["reward"] == metrics(pipeline, "rloo_shaped")["reward"] == "shaped"
+
+    # an arm key that rloo does not have stops before training, naming the fix
+    pipeline.set_params({"rloo_shaped": {"rewards": "shaped"}})
+    proc = pipeline.run("python", "stages/rloo.py", "rloo_shaped", check=False)
+    assert proc.returncode != 0 and "rloo_shaped" in proc.stderr

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from countdown_rlvr import headline
 from countdown_rlvr.eval import records_frame
 from countdown_rlvr.model import build_tiny, load_model
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
@@ -21,6 +22,7 @@ from countdown_rlvr.research.interventions import (
 )
 from countdown_rlvr.research.repair import (
     CONDITIONS,
+    by_failure,
     condition_feedback,
     derangement,
     distill_examples,
@@ -182,6 +184,7 @@ def test_f4_targets_wrong_target_and_backs_off_to_f3_otherwise():
     assert "evaluates to 28 instead of the target 98" in f4[0] and "by 70" in f4[0]
     assert f4[1] == f3[1] and "reuses 44" in f3[1]  # NUMBER_REUSED: F4 is the F3 text
     assert condition_feedback([WRONG, REUSED], "R", seed=0) == [None, None]
+    assert condition_feedback([WRONG, REUSED], "F0", seed=0) == ["", ""]  # no feedback content
 
 
 @settings(max_examples=60, deadline=None)
@@ -220,6 +223,10 @@ def test_repair_prompt_layout():
     assert f"Verifier feedback: {fb}. Revise the solution." in chat
     assert repair_prompt(WRONG, None, "chat").endswith(
         "Generate a fresh solution attempt. Do not copy any previous expression.")
+    # F0: the very same layout, the feedback slot empty
+    assert repair_prompt(WRONG, "", "tiny") == (
+        plain + f"Previous attempt: {WRONG['completion']}\nFeedback: \n")
+    assert repair_prompt(WRONG, "", "chat") == chat.replace(fb, "")
 
 
 def test_attempt_selection_covers_problems_first():
@@ -233,15 +240,17 @@ def test_attempt_selection_covers_problems_first():
     assert len(select_attempts(failed, 100, seed=0)) == 9
 
 
-def repairs_frame(outcomes: dict[str, list[list[str | None]]]) -> pd.DataFrame:
-    """condition -> per attempt, per sample: failure code (None = correct)."""
+def repairs_frame(outcomes: dict[str, list[list[str | None]]],
+                  original: list[str] | None = None) -> pd.DataFrame:
+    """condition -> per attempt, per sample: failure code (None = correct); `original`: each
+    attempt's own failure code (default WRONG_TARGET)."""
     rows = []
     for cond, per_attempt in outcomes.items():
         for i, samples in enumerate(per_attempt):
             for j, f in enumerate(samples):
                 rows.append({"condition": cond, "attempt_id": f"a{i}", "problem_id": f"p{i}",
                              "n_numbers": 3, "numbers": NUMS, "target": TARGET,
-                             "original_failure": "WRONG_TARGET",
+                             "original_failure": original[i] if original else "WRONG_TARGET",
                              "feedback": None if cond == "R" else "x" * (i + 1),
                              "feedback_tokens": 0 if cond == "R" else i + 1, "prompt": "p",
                              "sample": j, "completion": f"c{cond}{i}{j}", "correct": f is None,
@@ -265,6 +274,29 @@ def test_repair_metrics_closed_form():
     assert (mc["b"], mc["c"]) == (1, 1) and mc["pvalue"] == 1.0  # a0 only F3, a1 only R
     assert r["mcnemar_vs_resample"]["b"] == r["mcnemar_vs_resample"]["c"] == 0
     assert set(m) == {"F3", "R"} and m["F3"]["label"] == "F3" and m["R"]["label"] == "R-resample"
+    assert "mcnemar_vs_F0" not in f3  # no F0 run: nothing to compare against
+
+
+def test_every_condition_is_tested_against_f0_and_per_failure_type():
+    W, P, ok = "WRONG_TARGET", "PARSE_FAIL", None
+    df = repairs_frame({
+        "F0": [[W], [ok], [W], [W]],   # repaired: a1
+        "F3": [[ok], [ok], [ok], [W]],  # repaired: a0, a1, a2
+        "F4": [[ok], [ok], [W], [W]],   # repaired: a0, a1
+        "R": [[W], [W], [W], [ok]],     # repaired: a3
+    }, original=[W, W, P, P])
+    m = repair_metrics(df)
+    assert "mcnemar_vs_F0" not in m["F0"] and m["F0"]["mcnemar_vs_resample"]["b"] == 1
+    f3 = m["F3"]["mcnemar_vs_F0"]
+    assert (f3["b"], f3["c"]) == (2, 0)  # a0, a2 only under F3; nothing only under F0
+    assert (m["R"]["mcnemar_vs_F0"]["b"], m["R"]["mcnemar_vs_F0"]["c"]) == (1, 1)
+    table = by_failure(df)
+    assert table[W] == {"attempts": 2, "successes": {"F0": 1, "F3": 2, "F4": 2, "R": 0},
+                        "success_rate": {"F0": 0.5, "F3": 1.0, "F4": 1.0, "R": 0.0}}
+    assert table[P]["attempts"] == 2 and table[P]["successes"] == {"F0": 0, "F3": 1, "F4": 0, "R": 1}
+    head = headline.repair("repair", {"conditions": m})["repair"]
+    assert set(head["F3"]) == {"success_rate", "p_vs_resample", "p_vs_F0"}
+    assert set(head["F0"]) == {"success_rate", "p_vs_resample"}
 
 
 def test_distill_examples_use_the_plain_prompt_and_successes_only():
@@ -342,6 +374,9 @@ def test_run_repairs_pairs_conditions_and_is_deterministic(tiny, one_thread):
     assert (r["feedback_tokens"] == 0).all() and r["feedback"].isna().all()
     f1 = df[df["condition"] == "F1"]
     assert (f1["feedback_tokens"] > 0).all()
+    f0 = df[df["condition"] == "F0"]
+    assert (f0["feedback_tokens"] == 0).all() and (f0["feedback"] == "").all()
+    assert f0["prompt"].str.endswith("\nFeedback: \n").all()
     assert f1["prompt"].str.contains("Previous attempt: ", regex=False).all()
     for row in df.itertuples():
         v = verify(row.completion, list(row.numbers), row.target)

@@ -87,12 +87,14 @@ def test_rloo_logs_every_diagnostic_and_is_deterministic(toy_policy, one_thread)
     assert all(torch.equal(w1[k], w2[k]) for k in w1)  # same seed: same final weights
     assert rows1 == rows2
     logged = {n for _, n, _ in rows1}
-    assert logged == {f"train/{k}" for k in DIAGNOSTICS if k not in ("forward_kl", "curriculum_level")}
+    assert logged == {f"train/{k}" for k in DIAGNOSTICS if k != "forward_kl"}  # no tier: no curriculum
     live = RecordingLive()
     live.rows = rows1
     for name in logged:
         assert len(live.curve(name.removeprefix("train/"))) == cfg["steps"]
     assert st["steps"] == 3 and st["rollouts"] == 3 * 8
+    assert st["groups"] == 3 and 0 <= st["zero_std_groups"] <= 3
+    assert st["tier_final"] is None and st["tier_unlock_step"] is None
     # the training forward re-scores the sampled tokens exactly as the sampler drew them
     # (temperature 1, no truncation): pi / mu = 1 on the first, on-policy step
     assert st["is_weight_mean_first"] == pytest.approx(1.0, abs=1e-4)
@@ -176,7 +178,9 @@ def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     # threshold 0, window 1: a tier unlocks after every step, up to the 2 operand-count tiers
-    assert live.curve("curriculum_level") == [0.0, 1.0, 1.0, 1.0]
+    assert live.curve("tier") == [0.0, 1.0, 1.0, 1.0]
+    assert st["tier_final"] == 1 and st["tier_unlock_step"] == 1 and st["tier_unlock_steps"] == [1]
+    assert (st["zero_std_groups"], st["groups"]) == (4 * 2, 4 * 2)  # every group flat
 
 
 def test_unknown_reward_and_bad_config_fail_before_any_model_work():
@@ -218,6 +222,7 @@ def test_curriculum_tiers_gate_and_problem_order():
     for _ in range(6):
         cur.update(1.0)
     assert cur.level == 3  # capped at the last tier
+    assert cur.unlock_steps == [3, 5, 7]  # the first step drawn from tiers 1, 2, 3
     # a curriculum batch comes from the pool only; seeded
     for step in range(5):
         batch = step_problems(6, 2, step, seed=0, pool=[2, 4, 1])
@@ -230,6 +235,24 @@ def test_curriculum_tiers_gate_and_problem_order():
     assert epochs[0] != epochs[1]
     assert step_problems(6, 2, 0, seed=1) != step_problems(6, 2, 0, seed=0) or \
         step_problems(6, 2, 1, seed=1) != step_problems(6, 2, 1, seed=0)
+
+
+def test_the_four_number_tier_unlocks_once_three_number_success_crosses_tau():
+    """One target bin (the default): tier 0 = 3-number problems, tier 1 adds the 4-number
+    ones; the unlock waits for a full window whose mean rollout accuracy reaches tau."""
+    problems = [{"numbers": [1] * n, "target": t} for n, t in [(3, 5), (4, 6), (3, 7), (4, 8)]]
+    tiers = curriculum_tiers(problems, target_bins=1)
+    assert tiers == [[0, 2], [1, 3]]
+    cur = Curriculum(tiers, window=8, threshold=0.35)
+    accuracy = [0.18, 0.2, 0.25, 0.3, 0.3, 0.3, 0.35, 0.4,  # mean 0.285: stays on tier 0
+                0.3, 0.3, 0.3, 0.6]  # the window slides: its mean first reaches 0.35 at step 11
+    levels = []
+    for a in accuracy:
+        levels.append(cur.level)
+        cur.update(a)
+    assert levels == [0] * 12 and cur.level == 1 and cur.unlock_steps == [12]
+    assert sorted(cur.pool()) == [0, 1, 2, 3]  # 3- and 4-number problems mixed
+    assert not cur.update(1.0) and cur.level == 1  # no tier beyond the last
 
 
 def test_opd_forward_kl_is_zero_for_the_student_itself_and_falls_toward_a_teacher(

@@ -146,6 +146,8 @@ RULES: dict[str, Rule] = {
 SECTION_RULES: dict[tuple[str, str], Rule] = {
     ("traces", "per_problem"): POS,  # traces per problem
     ("pairs", "per_problem"): POS,  # pairs per problem and source
+    ("pairs", "max_per_source"): lambda v: None if v is None or v == "min" or POS(v) is None
+    else "a positive integer, min (the smallest source's count) or null",
     ("dedup", "per_problem"): flag,  # compare only traces of the same problem
     ("dedup", "sources"): list_of(choice("solver", "teacher")),
 }

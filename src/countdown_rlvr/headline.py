@@ -70,8 +70,11 @@ def dedup(name: str, d: Detail) -> dict:
 
 
 def pairs(name: str, d: Detail) -> dict:
-    counts = {f"{s}.pairs": s for s, v in d.items() if isinstance(v, Mapping) and "pairs" in v}
-    return {subject(name): pick(d, (*counts, "base_sample_pass@1"), counts)}
+    """Pairs kept per source (after pairs.max_per_source), and built before the cap."""
+    sources = [s for s, v in d.items() if isinstance(v, Mapping) and "pairs" in v]
+    names = {**{f"{s}.pairs": s for s in sources},
+             **{f"{s}.pairs_built": f"{s}_built" for s in sources}}
+    return {subject(name): pick(d, (*names, "base_sample_pass@1"), names)}
 
 
 # --------------------------------------------------------------------------- training stages
@@ -88,7 +91,9 @@ def ipo(name: str, d: Detail) -> dict:
 
 
 RL_KEYS = ("pass_rate_final", "reward_mean_final", "zero_std_frac_final", "kl_final",
-           "forward_kl_final", "entropy_final")
+           "forward_kl_final", "entropy_final",
+           "zero_std_groups", "groups",  # totals over the run: a two-proportion test's counts
+           "tier_final", "tier_unlock_step")  # curriculum runs only
 
 
 def rl(name: str, d: Detail) -> dict:
@@ -104,9 +109,11 @@ def diagnose(name: str, d: Detail) -> dict:
 
 
 def repair(name: str, d: Detail) -> dict:
-    return {subject(name): {cond: pick(m, ("success_rate", "mcnemar_vs_resample.pvalue"),
-                                  {"mcnemar_vs_resample.pvalue": "p_vs_resample"})
-                       for cond, m in d.get("conditions", {}).items()}}
+    return {subject(name): {cond: pick(m, ("success_rate", "mcnemar_vs_resample.pvalue",
+                                           "mcnemar_vs_F0.pvalue"),
+                                       {"mcnemar_vs_resample.pvalue": "p_vs_resample",
+                                        "mcnemar_vs_F0.pvalue": "p_vs_F0"})
+                            for cond, m in d.get("conditions", {}).items()}}
 
 
 def interventions(name: str, d: Detail) -> dict:

@@ -2,6 +2,8 @@
 self-distillation data built from the successful repairs (S0 §3.4).
 
 Conditions (DVC-safe key -> S0 name; texts from `task.prompts.feedback`):
+    F0 no feedback (not in S0: the repair prompt and the previous attempt with an empty
+    feedback slot, the control that separates the prompt format from the feedback content) |
     F1 generic | F2 error-class | F3 localized | F4 targeted (WRONG_TARGET only; other
     failures back off to F3) | Fshuf = F-shuffled (the F3 text of *another* attempt, a
     seeded derangement) | R = R-resample (a fresh attempt: no previous attempt, no feedback).
@@ -16,10 +18,13 @@ line each, then the model writes a fresh completion:
     -> completion "<think>...</think>\\n<answer>...</answer>"
 
 ("Previous attempt:" and "Feedback:" are words the tiny tokenizer has merges for.)
+F0 is the same layout with the feedback slot empty ("Feedback: " / "Verifier feedback: .").
 R-resample is the plain solve prompt for `tiny` (the tiny model cannot read an instruction;
 the control is a second sample with the same budget) and S0's "solve prompt plus
 R_RESAMPLE" for `chat`. Every condition gets `k` samples per attempt from the same sampling
-seed and batch layout, so outcomes are paired attempt by attempt (McNemar vs R-resample).
+seed and batch layout, so outcomes are paired attempt by attempt: McNemar of each condition vs R-resample (does
+the repair prompt with this feedback beat a fresh attempt?) and vs F0 (does this feedback's
+content beat the same prompt without it?).
 """
 
 from __future__ import annotations
@@ -37,12 +42,13 @@ from ..io import atomic_path
 from ..sampling import generate
 from ..stats import mcnemar
 from ..task import feedback, solve_prompt, verify
-from ..task.prompts import R_RESAMPLE
+from ..task.prompts import F0_NONE, R_RESAMPLE
 
 # DVC-safe condition key -> S0 condition name (task.prompts.FEEDBACK_CONDITIONS)
-CONDITIONS: dict[str, str] = {"F1": "F1", "F2": "F2", "F3": "F3", "F4": "F4",
+CONDITIONS: dict[str, str] = {"F0": "F0", "F1": "F1", "F2": "F2", "F3": "F3", "F4": "F4",
                               "Fshuf": "F-shuffled", "R": "R-resample"}
 RESAMPLE = "R"
+NO_FEEDBACK = "F0"
 REPAIR_WRAPPER = (  # S0 Table 1, "Repair wrapper"
     "Problem: Numbers: {numbers}. Target: {target}. Previous attempt: {completion}. "
     "Verifier feedback: {feedback}. Revise the solution. Use each provided number exactly "
@@ -54,7 +60,7 @@ REPAIRS_SCHEMA = pa.schema([
     ("condition", pa.string()), ("attempt_id", pa.string()), ("problem_id", pa.string()),
     ("n_numbers", pa.int64()), ("numbers", pa.list_(pa.int64())), ("target", pa.int64()),
     ("original_failure", pa.string()),  # the failed attempt's verifier code
-    ("feedback", pa.string()),  # the condition's feedback text, null for R-resample
+    ("feedback", pa.string()),  # the condition's feedback text, "" for F0, null for R-resample
     ("feedback_tokens", pa.int64()),
     ("prompt", pa.string()), ("sample", pa.int64()), ("completion", pa.string()),
     ("correct", pa.bool_()), ("failure", pa.string()), ("n_tokens", pa.int64()),
@@ -139,10 +145,12 @@ def attempt_verdicts(attempts: Sequence[dict]):
 
 
 def condition_feedback(attempts: Sequence[dict], condition: str, seed: int) -> list[str | None]:
-    """The feedback text of `condition` for each attempt (None for R-resample)."""
+    """The feedback text of `condition` for each attempt (None for R-resample, "" for F0)."""
     name = CONDITIONS[condition]
     if condition == RESAMPLE:
         return [None] * len(attempts)
+    if condition == NO_FEEDBACK:  # the wrapper and the attempt, no feedback content
+        return [F0_NONE] * len(attempts)
     verdicts = attempt_verdicts(attempts)
     if condition == "Fshuf":
         f3 = [feedback("F3", v, a["numbers"], a["target"]) for a, v in zip(attempts, verdicts)]
@@ -184,7 +192,7 @@ def run_repairs(policy: tuple, attempts: Sequence[dict], conditions: Sequence[st
         out = generate(policy, prompts, k, sampler, seed, backend=backend,
                        batch_size=batch_size, progress=progress)
         for a, text, prompt, samples in zip(attempts, texts, prompts, out):
-            n_fb = 0 if text is None else len(tok(text, add_special_tokens=False).input_ids)
+            n_fb = 0 if not text else len(tok(text, add_special_tokens=False).input_ids)
             for j, s in enumerate(samples):
                 v = verify(s.text, a["numbers"], a["target"])
                 rows.append({
@@ -216,8 +224,14 @@ def repaired(repairs: pd.DataFrame, condition: str) -> pd.Series:
     return part.groupby("attempt_id")["correct"].any().sort_index()
 
 
+def _mcnemar(ok: pd.Series, other: pd.Series, exact: bool) -> dict[str, Any]:
+    a, b = ok.align(other, join="inner")
+    res = mcnemar(a.to_numpy(), b.to_numpy(), exact=exact)
+    return {"b": res.b, "c": res.c, "statistic": res.statistic, "pvalue": res.pvalue}
+
+
 def repair_metrics(repairs: pd.DataFrame, exact: bool = True) -> dict[str, Any]:
-    """S0 Table 2 per condition, plus McNemar of each condition against R-resample.
+    """S0 Table 2 per condition, plus McNemar of each condition against R-resample and F0.
 
     success_rate = successes / n with n attempts and successes = attempts repaired by one of
     their k samples (k = 1 is S0's protocol); sample_success_rate over samples.
@@ -225,10 +239,12 @@ def repair_metrics(repairs: pd.DataFrame, exact: bool = True) -> dict[str, Any]:
     failure code other than the attempt's original one (a new kind of error), over all
     samples of the condition. feedback_tokens: mean tokens of the feedback text per attempt
     (0 for R-resample, which has none, as in S0 Table 2).
-    mcnemar_vs_resample: b = repaired here and not by R, c = the reverse, on the same attempts.
+    mcnemar_vs_resample: b = repaired here and not by R, c = the reverse, on the same attempts;
+    mcnemar_vs_F0 likewise against F0 (every condition but F0, when F0 was run).
     """
     conds = [c for c in CONDITIONS if c in set(repairs["condition"])]
     base = repaired(repairs, RESAMPLE) if RESAMPLE in conds else None
+    f0 = repaired(repairs, NO_FEEDBACK) if NO_FEEDBACK in conds else None
     out: dict[str, Any] = {}
     for cond in conds:
         part = repairs[repairs["condition"] == cond]
@@ -242,11 +258,26 @@ def repair_metrics(repairs: pd.DataFrame, exact: bool = True) -> dict[str, Any]:
             "feedback_tokens": float(part.groupby("attempt_id")["feedback_tokens"].first().mean()),
         }
         if base is not None:
-            a, b = ok.align(base, join="inner")
-            res = mcnemar(a.to_numpy(), b.to_numpy(), exact=exact)
-            entry["mcnemar_vs_resample"] = {"b": res.b, "c": res.c, "statistic": res.statistic,
-                                            "pvalue": res.pvalue}
+            entry["mcnemar_vs_resample"] = _mcnemar(ok, base, exact)
+        if f0 is not None and cond != NO_FEEDBACK:
+            entry["mcnemar_vs_F0"] = _mcnemar(ok, f0, exact)
         out[cond] = entry
+    return out
+
+
+def by_failure(repairs: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per failure type of the original attempt (task.verify codes): its attempts, and the
+    attempts repaired under each condition. The conditions differ only where their texts do
+    (F4 = F3 except on WRONG_TARGET), so this is where a difference can come from."""
+    conds = [c for c in CONDITIONS if c in set(repairs["condition"])]
+    failure = repairs.groupby("attempt_id")["original_failure"].first()
+    out: dict[str, dict[str, Any]] = {}
+    for ftype in sorted(set(failure)):
+        ids = failure.index[failure == ftype]
+        ok = {c: repaired(repairs, c).reindex(ids, fill_value=False) for c in conds}
+        out[ftype] = {"attempts": len(ids),
+                      "successes": {c: int(v.sum()) for c, v in ok.items()},
+                      "success_rate": {c: float(v.mean()) for c, v in ok.items()}}
     return out
 
 

@@ -51,8 +51,12 @@ F4_TARGETED = (
     "{target}; do not just reformat."
 )
 R_RESAMPLE = "Generate a fresh solution attempt. Do not copy any previous expression."
+# F0 (not in S0): the repair wrapper and the previous attempt with the feedback slot left
+# empty, so "the model cannot use the repair prompt" and "the feedback's content does not
+# help" can be told apart (F_i vs F0 isolates the content, F0 vs R-resample the format).
+F0_NONE = ""
 
-FEEDBACK_CONDITIONS = ("F1", "F2", "F3", "F4", "F-shuffled", "R-resample")
+FEEDBACK_CONDITIONS = ("F0", "F1", "F2", "F3", "F4", "F-shuffled", "R-resample")
 
 
 def fmt_value(v: Fraction | None) -> str:
@@ -94,6 +98,8 @@ def feedback(condition: str, verdict: Verdict, numbers: list[int], target: int,
     F-shuffled needs `shuffled_from`: the F3 text of a *different* failed attempt, shown
     instead (same style, broken credit assignment).
     """
+    if condition == "F0":
+        return F0_NONE
     if condition == "F1":
         return F1_GENERIC
     if condition == "F2":

@@ -87,7 +87,7 @@ REQUIRED = ("steps", "lr")
 # Per-step diagnostics (dvclive `train/<name>`; metrics JSON `<name>_first` / `<name>_final`).
 DIAGNOSTICS = ("reward_mean", "reward_std", "zero_std_frac", "advantage_std", "response_len",
                "kl", "entropy", "is_weight_mean", "is_clip_frac", "pass_rate", "forward_kl",
-               "loss", "grad_norm", "curriculum_level")
+               "loss", "grad_norm")
 
 
 # --------------------------------------------------------------------------- config
@@ -166,11 +166,15 @@ def curriculum_tiers(problems: list[dict], target_bins: int) -> list[list[int]]:
 class Curriculum:
     """Success-gated difficulty curriculum (S1 Alg. 1): batches are drawn uniformly from the
     unlocked tiers T_0..T_level; the next tier unlocks once the mean rollout accuracy of the
-    last `window` steps reaches `threshold` (then the window restarts)."""
+    last `window` steps reaches `threshold` (then the window restarts). With one target bin
+    the tiers are the operand counts: the 4-number problems join the 3-number ones once the
+    3-number rollouts succeed at `threshold`. `unlock_steps[i]`: the first step (0-based, in
+    update calls) that drew from tier i + 1."""
 
     def __init__(self, tiers: list[list[int]], window: int, threshold: float):
         self.tiers, self.threshold, self.level = tiers, threshold, 0
         self.window: deque[float] = deque(maxlen=window)
+        self.updates, self.unlock_steps = 0, []
 
     def pool(self) -> list[int]:
         return [i for tier in self.tiers[:self.level + 1] for i in tier]
@@ -178,11 +182,13 @@ class Curriculum:
     def update(self, accuracy: float) -> bool:
         """Record one step's rollout accuracy; True when a new tier was unlocked."""
         self.window.append(accuracy)
+        self.updates += 1
         full = len(self.window) == self.window.maxlen
         if full and sum(self.window) / len(self.window) >= self.threshold \
                 and self.level < len(self.tiers) - 1:
             self.level += 1
             self.window.clear()
+            self.unlock_steps.append(self.updates)
             return True
         return False
 
@@ -427,7 +433,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_mod
         print(f"[{kind}] {len(problems)} problems, {cfg['steps']} steps of {K} prompts x {G} "
               f"rollouts, reward {cfg['reward']}, on {n_proc} process(es)", flush=True)
 
-    t0, gen_s, upd_s, gen_tokens = time.time(), 0.0, 0.0, 0
+    t0, gen_s, upd_s, gen_tokens, zero_groups = time.time(), 0.0, 0.0, 0, 0
     curve: list[dict[str, float]] = []
     bar = tqdm(total=cfg["steps"], disable=not main, desc=kind.lower(), mininterval=5)
     model.train()
@@ -476,12 +482,13 @@ def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_mod
 
         # ---- diagnostics, over every process
         row = sums.means(accelerator)
+        zero_groups += round(row["zero_std_frac"] * K)  # a count, for two-proportion tests
         if curriculum:
-            row["curriculum_level"] = float(curriculum.level)
+            row["tier"] = float(curriculum.level)  # the tier this step's prompts came from
             curriculum.update(row["pass_rate"])  # the same value on every process: same level
         curve.append(row)
         if live is not None and main:
-            for k in DIAGNOSTICS:
+            for k in (*DIAGNOSTICS, "tier"):
                 if k in row:
                     live.log_metric(f"train/{k}", row[k])
             live.next_step()
@@ -498,7 +505,12 @@ def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_mod
         "rollouts": len(curve) * K * G, "generated_tokens": gen_tokens * n_proc,  # approx. on N > 1
         "generated_tokens_per_s": round(gen_tokens * n_proc / max(gen_s, 1e-9), 1),
         **first_final(curve),
+        "zero_std_groups": zero_groups, "groups": len(curve) * K,
+        # curriculum: the tier of the last step, and the step each later tier unlocked at
+        "tier_final": int(curve[-1]["tier"]) if curriculum else None,
+        "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < len(curve)] if curriculum else [],
     }
+    summary["tier_unlock_step"] = (summary["tier_unlock_steps"] or [None])[0]
     if stats is not None:
         stats.update(summary)
     if main:
@@ -559,6 +571,7 @@ def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: dict[str,
         "reward": cfg["reward"], "steps": stats["steps"], "rollouts": stats["rollouts"],
         "group_size": cfg["group_size"], "prompts_per_step": cfg["prompts_per_step"],
         "n_problems": len(problems), "n_params": n_parameters(model), **diag,
+        **{k: stats[k] for k in ("zero_std_groups", "groups", "tier_unlock_step", "tier_unlock_steps")},
     }
     write_metrics(stage, metrics, headline.rl)
     write_timing(stage, {k: stats[k] for k in TIMING_KEYS})
