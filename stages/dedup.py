@@ -1,5 +1,11 @@
 """Stage `dedup`: MiniLM + FAISS near-duplicate removal of the verified traces
-(S1 §3.2.1), then the seeded train / validation split used by `sft`."""
+(S1 §3.2.1), then the seeded train / validation split used by `sft`.
+
+Source `repair` (repair-format examples from `traces`) shares its completions with the
+solver traces of the same problems, under another prompt: traces are compared only within
+one (problem, prompt), so a repair example is never a duplicate of its plain solve."""
+
+from collections import Counter
 
 from countdown_rlvr import headline
 from countdown_rlvr.dedup import dedup_records, train_val_split
@@ -29,11 +35,16 @@ def main() -> None:
     # the S1 setting compares across problems; MiniLM barely reads numbers, so by default
     # only traces of the same problem are compared (see countdown_rlvr.dedup)
     kept, metrics = dedup_records(records, threshold=p["threshold"],
-                                  group_key="problem_id" if p["per_problem"] else None)
+                                  group_key=("problem_id", "prompt") if p["per_problem"] else None)
     train, val = train_val_split(kept, val_frac=p["val_frac"], seed=p["seed"])
     write_jsonl(f"{OUT}/train.jsonl", train)
     write_jsonl(f"{OUT}/val.jsonl", val)
     metrics["split"] = {"train": len(train), "val": len(val)}
+    repair = [r for r in train if r["source"] == "repair"]  # what `sft` trains on
+    metrics["repair_train"] = {
+        "count": len(repair), "frac": round(len(repair) / max(1, len(train)), 4),
+        "by_condition": dict(sorted(Counter(r["condition"] for r in repair).items())),
+        "by_failure": dict(sorted(Counter(r["failure"] for r in repair).items()))}
     # embeddings/s is a timing, not a result: it lives outside the versioned metrics
     timing = {"embeddings_per_s": metrics.pop("embeddings_per_s")}
     write_metrics("dedup", metrics, headline.dedup)

@@ -1,22 +1,24 @@
 """Stage `int`: Interventional Training with the solver as the oracle (S3 §4, Alg. 1).
 
 1. K samples (fixed `sampler`) on the first `int.n_problems` train problems from the SFT
-   policy; the unsolved problems are those where all K fail.
-2. On each unsolved problem, a failed trace's first erroneous step is replaced by a correct
+   policy; the unsolved problems are those where all K fail. A seeded share
+   `int.heldout_frac` of them is held out: nothing below trains on it.
+2. On each (trained-on) unsolved problem, a failed trace's first erroneous step is replaced by a correct
    step (countdown_rlvr.research.interventions); continuations are sampled from
    prompt + prefix + intervention and the intervention is kept when one verifies (the filter).
 3. Patch: SFT from the SFT policy on (prompt, prefix + intervention) only -> data/models/int_sft.
 4. RL: RLOO (`rloo` params, overridden by `int.rloo`) from the patched policy on the unsolved
-   problems (`int.rl_problems`) -> data/models/int.
+   problems (`int.rl_problems`) -> data/models/int; and S3's control arm, the same RL (same
+   problems, config and budget) from the SFT policy without the patch -> data/models/int_plain_rl.
 5. Baseline: SFT from the SFT policy on full solver solutions of the same unsolved problems,
-   same training budget -> data/models/int_solver_sft.
-6. pass@K on the previously unsolved problems, with a fresh sampling seed (`int.eval_seed`:
-   the selection seed made the SFT policy fail them all by construction), for sft, int_sft,
-   int, int_solver_sft and the plain RLOO policy (data/models/rloo).
+   the patch's number of optimizer steps -> data/models/int_solver_sft.
+6. pass@K on the trained-on and the held-out unsolved problems, with a fresh sampling seed
+   (`int.eval_seed`: the selection seed made the SFT policy fail them all by construction),
+   for sft, int_sft, int, plain_rl, int_solver_sft and the plain RLOO policy (data/models/rloo).
 
 Each phase is a function of countdown_rlvr.research.interventions, called here in this order.
 Writes reports/metrics/int.json, reports/timings/int.json, data/int/interventions.jsonl,
-dvclive/int/{sft,solver_sft,rloo}.
+dvclive/int/{sft,solver_sft,rloo,plain_rl}.
 """
 
 from countdown_rlvr import headline
@@ -36,6 +38,7 @@ from countdown_rlvr.research.interventions import (
     interventions_metrics,
     patch_examples,
     search_interventions,
+    split_heldout,
     train_patch,
     train_rl,
     train_solver_baseline,
@@ -43,15 +46,17 @@ from countdown_rlvr.research.interventions import (
 )
 from countdown_rlvr.timing import timed
 from countdown_rlvr.train.rloo import RLOO_DEFAULTS, rloo_config
-from countdown_rlvr.train.run import ADAPTER_DEFAULTS, training_config
+from countdown_rlvr.train.run import ADAPTER_DEFAULTS, init_policy, training_config
 
 SFT, RLOO, TRAIN = "data/models/sft", "data/models/rloo", "data/problems/train.jsonl"
 INT_SFT, INT, SOLVER = "data/models/int_sft", "data/models/int", "data/models/int_solver_sft"
+PLAIN_RL = "data/models/int_plain_rl"
 OUT_ROWS = "data/int/interventions.jsonl"
-KEYS = ("n_problems", "k", "seed", "eval_seed", "traces_per_problem", "n_continuations",
-        "filter", "rl_problems", "batch_size", "sft", "rloo")
+KEYS = ("n_problems", "k", "seed", "eval_seed", "heldout_frac", "traces_per_problem",
+        "n_continuations", "filter", "rl_problems", "batch_size", "sft", "rloo")
 SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
-POLICIES = {"sft": SFT, "int_sft": INT_SFT, "int": INT, "int_solver_sft": SOLVER, "rloo": RLOO}
+POLICIES = {"sft": SFT, "int_sft": INT_SFT, "int": INT, "plain_rl": PLAIN_RL,
+            "int_solver_sft": SOLVER, "rloo": RLOO}
 
 
 def configs(params: dict):
@@ -85,35 +90,47 @@ def main() -> None:
         ref = policy_ref(SFT)
         policy = load_model(ref.base, ref.adapter)
         print(f"[int] {len(problems)} train problems x {s['k']} samples from {SFT}", flush=True)
-        unsolved, by_problem = find_unsolved(policy, problems, s["k"], sampler, s["seed"], style,
-                                             **gen)
+        found, by_problem = find_unsolved(policy, problems, s["k"], sampler, s["seed"], style,
+                                          **gen)
+        unsolved, heldout = split_heldout(found, s["heldout_frac"], s["seed"])
+        held_ids = {p["id"] for p in heldout}
     with timed(seconds, "search"):  # 2. interventions + the filter
         rows = search_interventions(policy, unsolved, by_problem, s["n_continuations"],
                                     s["traces_per_problem"], sampler, s["seed"], style, **gen)
         write_jsonl(OUT_ROWS, rows)
-        print(f"[int] {len(unsolved)} unsolved; {len(rows)} interventions, "
+        print(f"[int] {len(found)} unsolved ({len(heldout)} held out); {len(rows)} interventions, "
               f"{sum(r['kept'] for r in rows)} kept by the filter", flush=True)
     with timed(seconds, "sft"):  # 3. patch
         del policy
         model, tok, patch = train_patch("sft", patch_examples(rows, style, s["filter"]), sft_cfg,
                                         s["sft"], SFT, INT_SFT)
+    rl_set = unsolved if s["rl_problems"] == "unsolved" else \
+        [p for p in problems if p["id"] not in held_ids]
     with timed(seconds, "rloo"):  # 4. RL from the patched policy
-        rl = train_rl(model, tok, unsolved if s["rl_problems"] == "unsolved" else problems,
-                      rl_cfg, style, INT_SFT, INT)
+        rl = train_rl(model, tok, rl_set, rl_cfg, style, INT_SFT, INT)
+        del model
+    with timed(seconds, "plain_rl"):  # 4'. the same RL from the unpatched SFT policy
+        model, tok = init_policy("int", SFT, s["sft"])  # the patch's starting point, adapter
+        plain_rl = train_rl(model, tok, rl_set, rl_cfg, style, SFT, PLAIN_RL, curves="plain_rl")
         del model
     with timed(seconds, "solver_sft"):  # 5. the full-solution baseline, same budget
         solver = train_solver_baseline(unsolved, style, styles, s["seed"], sft_cfg, s["sft"],
-                                       SFT, SOLVER)
-    with timed(seconds, "eval"):  # 6. pass@K on the previously unsolved problems, fresh seed
+                                       SFT, SOLVER, steps=patch.get("steps"))
+    with timed(seconds, "eval"):  # 6. pass@K on the unsolved problems, fresh seed
         passk, solved = unsolved_pass_at_k(POLICIES, unsolved, s["k"], sampler, s["eval_seed"],
                                            style, **gen)
-    metrics = interventions_metrics(s, problems, unsolved, rows, patch=patch, rl=rl,
-                                    solver=solver, passk=passk, solved=solved)
+        held_passk, held_solved = unsolved_pass_at_k(POLICIES, heldout, s["k"], sampler,
+                                                     s["eval_seed"], style, **gen)
+    metrics = interventions_metrics(s, problems, unsolved, heldout, rows, patch=patch, rl=rl,
+                                    plain_rl=plain_rl, solver=solver, passk=passk, solved=solved,
+                                    heldout_passk=held_passk, heldout_solved=held_solved)
     write_metrics("int", metrics, headline.interventions)
     write_timing("int", {"seconds": round(sum(seconds.values()), 2), "phases": seconds})
-    summary = ", ".join(f"{n} {v['pass@k']:.3f}" for n, v in passk.items() if v["pass@k"] is not None)
-    print(f"[int] pass@{s['k']} on the {len(unsolved)} previously unsolved: {summary or 'n/a'}")
-    print(f"[int] wrote {INT_SFT}, {INT}, {SOLVER}, {OUT_ROWS}, reports/metrics/int.json")
+    for what, res, part in (("trained-on", passk, unsolved), ("held-out", held_passk, heldout)):
+        summary = ", ".join(f"{name} {v['pass@k']:.3f}" for name, v in res.items()
+                            if v["pass@k"] is not None)
+        print(f"[int] pass@{s['k']} on the {len(part)} {what} unsolved: {summary or 'n/a'}")
+    print(f"[int] wrote {INT_SFT}, {INT}, {PLAIN_RL}, {SOLVER}, {OUT_ROWS}, reports/metrics/int.json")
 
 
 if __name__ == "__main__":

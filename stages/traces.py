@@ -1,4 +1,7 @@
-"""Stage `traces`: verified solver step traces of the train problems, in several styles."""
+"""Stage `traces`: verified solver step traces of the train problems, in several styles,
+and repair-format examples (countdown_rlvr.repair_data) for a share `traces.repair_frac` of
+them: data/traces/repair.jsonl, a `dedup` source for the student's SFT only (the teacher
+reads solver.jsonl: it is never asked to repair, and its traces should stay plain solves)."""
 
 import random
 from collections import Counter
@@ -13,16 +16,17 @@ from countdown_rlvr.io import (
     write_jsonl,
     write_metrics,
 )
+from countdown_rlvr.repair_data import repair_counts, repair_examples
 from countdown_rlvr.task import solve_prompt
 from countdown_rlvr.traces import solver_traces
 
-SRC, OUT = "data/problems/train.jsonl", "data/traces/solver.jsonl"
+SRC, OUT, REPAIR = "data/problems/train.jsonl", "data/traces/solver.jsonl", "data/traces/repair.jsonl"
 
 
 def main() -> None:
     params = load_params()
     p = section(params, "traces", required=("seed", "n_problems", "per_problem", "styles",
-                                                  "solutions"))
+                                                  "solutions", "repair_frac"))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     require_inputs("traces", SRC)
     problems = read_jsonl(SRC)[: p["n_problems"]]
@@ -34,7 +38,12 @@ def main() -> None:
     except ValueError as exc:
         raise StageError("traces", f"{exc} (fix `traces.styles` / `traces.solutions` in "
                                    "params.yaml)") from exc
+    try:  # train problems only (this file): no test or OOD problem can reach the SFT data
+        repair = repair_examples(rows, p["repair_frac"], p["seed"], style)
+    except ValueError as exc:
+        raise StageError("traces", f"{exc} (fix `traces.repair_frac` in params.yaml)") from exc
     write_jsonl(OUT, rows)
+    write_jsonl(REPAIR, repair)
     lengths = [len(r["completion"]) for r in rows]
     write_metrics("traces", {
         "count": len(rows),
@@ -42,8 +51,10 @@ def main() -> None:
         "by_strategy": dict(sorted(Counter(r["strategy"] for r in rows).items())),
         "by_operands": {f"n{k}": v for k, v in sorted(Counter(r["n_numbers"] for r in rows).items())},
         "mean_chars": sum(lengths) / max(1, len(lengths)),
+        "repair": repair_counts(repair),
     }, headline.traces)
-    print(f"[traces] wrote {OUT} ({len(rows)} traces) and reports/metrics/traces.json")
+    print(f"[traces] wrote {OUT} ({len(rows)} traces), {REPAIR} ({len(repair)} repair "
+          "examples) and reports/metrics/traces.json")
 
 
 if __name__ == "__main__":

@@ -210,3 +210,15 @@ def test_split_edges():
     assert train_val_split(records, 0.0) == (records, [])
     with pytest.raises(ValueError):
         train_val_split(records, 1.0)
+
+
+def test_a_repair_example_is_not_a_duplicate_of_its_plain_solve():
+    """Same problem and completion under another prompt (stages/dedup.py groups by both):
+    each is alone in its group, nothing is embedded, both are kept."""
+    solve = {"problem_id": "p1", "prompt": "Numbers: 3 5 Target: 8\n", "source": "solver",
+             "completion": "<think>3 + 5 = 8</think>\n<answer>3 + 5</answer>"}
+    repair = {**solve, "source": "repair",
+              "prompt": solve["prompt"] + "Previous attempt: x\nFeedback: y\n"}
+    kept, m = dedup_records([solve, repair], group_key=("problem_id", "prompt"))
+    assert kept == [solve, repair] and m["embedded"] == 0
+    assert m["per_source"]["repair"] == {"total": 1, "kept": 1, "removed": 0}

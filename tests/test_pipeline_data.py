@@ -32,6 +32,17 @@ def test_data_stages_run_cache_rerun_selectively_and_reproduce(pipeline, tmp_pat
     assert all(set(pm[s]["styles"]) <= {"direct/direct", "search/search"} for s in ("scripted", "base"))
     for name in ("problems", "traces", "teacher_traces", "dedup", "pairs"):
         json.loads(pipeline.read(f"reports/details/{name}.json"))
+    # repair-format examples: train problems only, and they reach the student's SFT data
+    rows = lambda path: [json.loads(x) for x in pipeline.read(path).splitlines()]  # noqa: E731
+    repair = rows("data/traces/repair.jsonl")
+    key = lambda r: (tuple(sorted(r["numbers"])), r["target"])  # noqa: E731
+    held_out = {key(p) for split in ("test", "ood") for p in rows(f"data/problems/{split}.jsonl")}
+    assert repair and not {key(r) for r in repair} & held_out
+    assert {r["problem_id"] for r in repair} <= {p["id"] for p in rows("data/problems/train.jsonl")}
+    t, d = (json.loads(pipeline.read(f"reports/details/{n}.json")) for n in ("traces", "dedup"))
+    assert t["repair"]["count"] == len(repair) == d["per_source"]["repair"]["kept"]
+    sft = rows("data/sft/train.jsonl") + rows("data/sft/val.jsonl")
+    assert sum(r["source"] == "repair" for r in sft) == len(repair)
 
     assert ran(pipeline.repro("pairs", "dedup")) == set()  # nothing changed: nothing runs
 

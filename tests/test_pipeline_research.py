@@ -63,17 +63,28 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
 
     i = metrics(pipeline, "int")
     assert i["n_problems"] == 4 and 0 <= i["unsolved"] <= 4
+    assert i["unsolved_train"] + i["unsolved_heldout"] == i["unsolved"]
+    assert i["unsolved_heldout"] == round(0.5 * i["unsolved"])  # int.heldout_frac
     iv = i["interventions"]
-    assert iv["kept"] <= iv["found"] <= i["unsolved"] and iv["filter"] is False
-    assert set(i["pass_at_k"]) == {"sft", "int_sft", "int", "int_solver_sft", "rloo"}
-    if i["unsolved"]:
+    assert iv["kept"] <= iv["found"] <= i["unsolved_train"] and iv["filter"] is False
+    arms = {"sft", "int_sft", "int", "plain_rl", "int_solver_sft", "rloo"}
+    assert set(i["pass_at_k"]) == set(i["heldout_pass_at_k"]) == arms
+    tests = {"int_vs_plain_rl", "int_vs_rloo", "int_vs_int_solver_sft", "int_vs_int_sft",
+             "int_vs_sft"}
+    if i["unsolved_train"]:
         assert i["sft"]["trained"] == (iv["found"] > 0)  # int.filter false: every intervention
-        assert i["solver_sft"]["trained"] and i["solver_sft"]["examples"] == i["unsolved"]
-        assert i["rloo"]["trained"] and i["rloo"]["steps"] == 2
+        assert i["solver_sft"]["trained"] and i["solver_sft"]["examples"] == i["unsolved_train"]
+        if i["sft"]["trained"]:  # the baseline gets the patch's optimizer steps
+            assert i["solver_sft"]["steps"] == i["sft"]["steps"]
+        for arm in ("rloo", "plain_rl"):  # InT's RL and the plain-RL arm: one config
+            assert i[arm]["trained"] and i[arm]["steps"] == 2
+            assert i[arm]["n_problems"] == i["unsolved_train"]
         assert all(0 <= v["pass@k"] <= 1 for v in i["pass_at_k"].values())
-        assert set(i["mcnemar"]) == {"int_vs_rloo", "int_vs_int_solver_sft", "int_vs_int_sft",
-                                     "int_vs_sft"}
-    for name in ("int_sft", "int", "int_solver_sft"):
+        assert set(i["mcnemar"]) == tests
+    if i["unsolved_heldout"]:
+        assert all(0 <= v["pass@k"] <= 1 for v in i["heldout_pass_at_k"].values())
+        assert set(i["heldout_mcnemar"]) == tests
+    for name in ("int_sft", "int", "int_plain_rl", "int_solver_sft"):
         assert (pipeline.path / f"data/models/{name}/config.json").exists()
     assert json.loads(pipeline.read("reports/timings/int.json"))["seconds"] > 0
 

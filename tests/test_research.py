@@ -407,3 +407,16 @@ def test_search_interventions_judges_the_whole_continued_text(tiny, one_thread):
     two = search_interventions(policy, [problem], {"train-0": failed}, 3, 2, SAMPLER, 0, "tiny",
                                8, progress=False)
     assert [x["sample"] for x in two] == [1, 2] and two[0]["step"] == r["step"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(0, 40), frac=st.floats(0, 0.9), seed=st.integers(0, 5))
+def test_heldout_split_is_seeded_disjoint_and_sized(n, frac, seed):
+    from countdown_rlvr.research.interventions import split_heldout
+
+    problems = [{"id": f"p{i}"} for i in range(n)]
+    train, held = split_heldout(problems, frac, seed)
+    assert len(held) == round(n * frac) and len(train) + len(held) == n
+    assert not {p["id"] for p in train} & {p["id"] for p in held}
+    assert train == [p for p in problems if p in train]  # input order kept
+    assert (train, held) == split_heldout(problems, frac, seed)

@@ -134,6 +134,7 @@ RULES: dict[str, Rule] = {
     "solutions": choice("construction", "solver"), "styles": list_of(choice("direct", "search")),
     "strategies": list_of(text), "facts_frac": FRACTION, "hint_frac": FRACTION, "pack": flag,
     "threshold": number(0, True, 1), "val_frac": number(0, hi=0.5), "filter": flag,
+    "repair_frac": FRACTION, "heldout_frac": number(0, hi=0.9),
     # evaluation and statistics
     "policies": policy_dirs, "splits": list_of(choice("test", "ood")), "ks": list_of(POS),
     "budgets": list_of(POS), "pairs": name_pairs, "exact": flag, "alpha": number(0, True, 0.5),
@@ -149,7 +150,7 @@ SECTION_RULES: dict[tuple[str, str], Rule] = {
     ("pairs", "max_per_source"): lambda v: None if v is None or v == "min" or POS(v) is None
     else "a positive integer, min (the smallest source's count) or null",
     ("dedup", "per_problem"): flag,  # compare only traces of the same problem
-    ("dedup", "sources"): list_of(choice("solver", "teacher")),
+    ("dedup", "sources"): list_of(choice("solver", "teacher", "repair")),
 }
 # sections whose keys are all known here: an unknown key is refused, naming the known ones
 CLOSED = {"problems": ("seed", "n_train", "count_train_solutions", "n_test", "n_ood",

@@ -120,21 +120,24 @@ def greedy_dedup(embeddings: np.ndarray, threshold: float, batch_size: int = 102
 
 
 def dedup_records(records: list[dict], text_key: str = "completion", source_key: str = "source",
-                  threshold: float = 0.95, group_key: str | None = "problem_id",
+                  threshold: float = 0.95, group_key: str | tuple[str, ...] | None = "problem_id",
                   prompt_key: str | None = None, batch_size: int = 64,
                   progress: bool = True) -> tuple[list[dict], dict]:
     """Greedy keep-first dedup of `records` (input order decides which copy survives).
 
     Embedded text: `record[prompt_key] + record[text_key]` (prompt only if prompt_key is
-    given). Only records sharing `record[group_key]` are compared (None: all records).
+    given). Only records sharing `record[group_key]` are compared (None: all records; a
+    tuple of keys: records sharing all of them, e.g. ("problem_id", "prompt") so that a
+    repair-format example is not a duplicate of the plain solve with the same answer).
     Returns the kept records, in input order, and metrics for reports/metrics/dedup.json.
     """
-    for key in (text_key, source_key, group_key, prompt_key):
+    group_keys = (group_key,) if isinstance(group_key, str) else tuple(group_key or ())
+    for key in (text_key, source_key, *group_keys, prompt_key):
         if key is not None and any(key not in r for r in records):
             raise KeyError(f"every record needs a {key!r} field (set the matching *_key argument)")
     groups: dict[object, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
-        groups[r[group_key] if group_key else None].append(i)
+        groups[tuple(r[k] for k in group_keys)].append(i)
     # a record alone in its group has nothing to be compared with: don't embed it
     compared = [i for idx in groups.values() if len(idx) > 1 for i in idx]
     texts = [(records[i][prompt_key] if prompt_key else "") + records[i][text_key] for i in compared]

@@ -56,7 +56,8 @@ def problems(name: str, d: Detail) -> dict:
 
 
 def traces(name: str, d: Detail) -> dict:
-    return {subject(name): pick(d, ("count", "mean_chars"))}
+    return {subject(name): pick(d, ("count", "mean_chars", "repair.count"),
+                                {"repair.count": "repair_examples"})}
 
 
 def teacher_traces(name: str, d: Detail) -> dict:
@@ -126,6 +127,11 @@ def interventions(name: str, d: Detail) -> dict:
                               if _is_number(v.get("pass@k"))}
     out["p_int_vs"] = {key.removeprefix("int_vs_"): t["pvalue"]
                        for key, t in d.get("mcnemar", {}).items()}
+    # the held-out unsolved problems: never trained on by any arm
+    out["heldout_pass@k"] = {p: v["pass@k"] for p, v in d.get("heldout_pass_at_k", {}).items()
+                             if _is_number(v.get("pass@k"))}
+    out["heldout_p_int_vs"] = {key.removeprefix("int_vs_"): t["pvalue"]
+                               for key, t in d.get("heldout_mcnemar", {}).items()}
     return {subject(name): out}
 
 

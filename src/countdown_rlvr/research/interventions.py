@@ -299,13 +299,24 @@ def train_patch(name: str, examples: list, cfg: dict, sec: dict, init: str, out:
     return model, tok, {"trained": True, **{k: stats[k] for k in TRAIN_SUMMARY}}
 
 
+def split_heldout(unsolved: Sequence[dict], frac: float, seed: int) -> tuple[list, list]:
+    """(train, held-out) halves of the unsolved problems: a seeded `frac` share is held
+    out, never trained on (no intervention, patch, RL or solver solution), so pass@k on it
+    measures transfer rather than memorising the trained problems. Both keep input order."""
+    n_out = round(len(unsolved) * frac)
+    held = set(random.Random(seed).sample(range(len(unsolved)), n_out))
+    return ([p for i, p in enumerate(unsolved) if i not in held],
+            [p for i, p in enumerate(unsolved) if i in held])
+
+
 def train_rl(model, tok, problems: Sequence[dict], cfg: dict, style: str, init: str,
-             out: str) -> dict[str, Any]:
-    """Phase 4: RLOO of the patched policy (`model`, saved in `init`, the KL reference) on
-    `problems` -> out, curves in dvclive/int/rloo; the summary. No problems: `init` saved
-    unchanged as out."""
+             out: str, curves: str = "rloo") -> dict[str, Any]:
+    """Phase 4: RLOO of `model` (saved in `init`, the KL reference) on `problems` -> out,
+    curves in dvclive/int/<curves>; the summary. No problems: `init` saved unchanged as out.
+    The patched policy (InT) and the plain SFT policy (S3's "RL on the same problems with the
+    same config" arm) both go through here with one config."""
     if problems:
-        live, stats = open_live("int/rloo"), {}
+        live, stats = open_live(f"int/{curves}"), {}
         ref_model = frozen_copy(init) if cfg["kl_coef"] > 0 else None
         model = train_rloo(model, tok, problems, cfg, ref_model=ref_model, prompt_style=style,
                            live=live, stats=stats)
@@ -313,14 +324,19 @@ def train_rl(model, tok, problems: Sequence[dict], cfg: dict, style: str, init: 
         live.end()
         return {"trained": True, "n_problems": len(problems), **{k: stats[k] for k in RL_SUMMARY}}
     print(f"[int] warning: no problems to run RL on; saving {init} unchanged as {out}")
-    untrained(init, out, "int/rloo")
+    untrained(init, out, f"int/{curves}")
     return {"trained": False, "n_problems": 0}
 
 
 def train_solver_baseline(unsolved: Sequence[dict], style: str, styles: Sequence[str], seed: int,
-                          cfg: dict, sec: dict, init: str, out: str) -> dict[str, Any]:
+                          cfg: dict, sec: dict, init: str, out: str,
+                          steps: int | None = None) -> dict[str, Any]:
     """Phase 5: the full-solution baseline, SFT from `init` on one solver solution per
-    unsolved problem with the patch's training budget -> out; the summary."""
+    unsolved problem -> out; the summary. steps: the patch's optimizer steps, so both get the
+    same budget (the patch has few examples: epochs alone gave it 4 steps against the
+    baseline's 28-32); None (no patch was trained) = the configured budget."""
+    if steps is not None:
+        cfg = {**cfg, "max_steps": steps}
     _, _, summary = train_patch("solver_sft", solver_examples(unsolved, style, styles, seed),
                                 cfg, sec, init, out)
     return summary
@@ -348,10 +364,10 @@ def unsolved_pass_at_k(policies: dict[str, str], unsolved: Sequence[dict], k: in
 
 
 def mcnemar_vs_int(solved: dict[str, list[bool]], unsolved: Sequence[dict]) -> dict[str, dict]:
-    """McNemar of `int` against rloo, int_solver_sft, int_sft and sft on the previously
-    unsolved problems (matched by problem); empty when none is unsolved."""
+    """McNemar of `int` against plain_rl, rloo, int_solver_sft, int_sft and sft on the
+    previously unsolved problems (matched by problem); empty when none is unsolved."""
     tests = {}
-    for other in ("rloo", "int_solver_sft", "int_sft", "sft"):
+    for other in ("plain_rl", "rloo", "int_solver_sft", "int_sft", "sft"):
         if unsolved:
             res = mcnemar(solved["int"], solved[other])
             tests[f"int_vs_{other}"] = {"b": res.b, "c": res.c, "pvalue": res.pvalue}
@@ -359,13 +375,18 @@ def mcnemar_vs_int(solved: dict[str, list[bool]], unsolved: Sequence[dict]) -> d
 
 
 def interventions_metrics(s: dict[str, Any], problems: Sequence[dict], unsolved: Sequence[dict],
-                          rows: Sequence[dict], *, patch: dict, rl: dict, solver: dict,
-                          passk: dict, solved: dict) -> dict[str, Any]:
-    """reports/metrics/int.json (before the headline split). s: params.yaml `int`."""
+                          heldout: Sequence[dict], rows: Sequence[dict], *, patch: dict, rl: dict,
+                          plain_rl: dict, solver: dict, passk: dict, solved: dict,
+                          heldout_passk: dict, heldout_solved: dict) -> dict[str, Any]:
+    """reports/metrics/int.json (before the headline split). s: params.yaml `int`.
+    unsolved: the trained-on part of the unsolved problems; heldout: the rest (never
+    trained on). pass_at_k / mcnemar are on `unsolved`, heldout_* on `heldout`."""
     kept = [r for r in rows if r["kept"]]
+    n_unsolved = len(unsolved) + len(heldout)
     return {
-        "n_problems": len(problems), "k": s["k"], "unsolved": len(unsolved),
-        "unsolved_frac": len(unsolved) / len(problems),
+        "n_problems": len(problems), "k": s["k"], "unsolved": n_unsolved,
+        "unsolved_frac": n_unsolved / len(problems),
+        "unsolved_train": len(unsolved), "unsolved_heldout": len(heldout),
         "interventions": {
             "found": len(rows), "kept": len(kept), "filter": bool(s["filter"]),
             "n_continuations": s["n_continuations"],
@@ -374,6 +395,8 @@ def interventions_metrics(s: dict[str, Any], problems: Sequence[dict], unsolved:
             "continuation_success": (sum(r["continuations_correct"] for r in rows)
                                      / (len(rows) * s["n_continuations"]) if rows else None),
         },
-        "sft": patch, "rloo": rl, "solver_sft": solver,
+        "sft": patch, "rloo": rl, "plain_rl": plain_rl, "solver_sft": solver,
         "pass_at_k": passk, "mcnemar": mcnemar_vs_int(solved, unsolved),
+        "heldout_pass_at_k": heldout_passk, "heldout_mcnemar": mcnemar_vs_int(heldout_solved,
+                                                                               heldout),
     }
