@@ -34,7 +34,7 @@ from .pairs import SOURCES as IPO_SOURCES  # SPEC §4 pair sources (ipo.sources)
 # The RL runs and the repair conditions come from figures.py (their figures draw them too).
 # int.json pass_at_k rows: the POLICIES of stages/int.py, a script (and a torch one), so
 # not importable here
-INT_POLICIES = ("sft", "int_sft", "int", "int_solver_sft", "rloo")
+INT_POLICIES = ("sft", "int_sft", "int", "plain_rl", "int_solver_sft", "rloo")
 REQUIRED_CURVES = ("reward_mean", "zero_std_frac", "entropy")  # kl only when rloo.kl_coef > 0
 NA = "–"
 # read when present, never required: the shaped-reward RLOO arm (seed claims) and the
@@ -487,22 +487,29 @@ def failures_section(ctx: Context) -> list[str]:
 
 
 def interventions_table(ctx: Context) -> list[str]:
-    """S3: pass@k on the problems SFT leaves unsolved, McNemar of `int` vs each policy."""
+    """S3: pass@k on the problems SFT leaves unsolved (trained-on and held-out halves),
+    McNemar of `int` vs each policy on each half."""
     m = ctx.data.get("int.json")
     lines = ["## Interventions with the solver as oracle (S3)", ""]
     if m is None:
         return lines + [ctx.not_run("int.json"), ""]
     iv, k = m.get("interventions", {}), m.get("k", "K")
-    rows = [[name, *(_f(_get(m, "pass_at_k", name, key))
-                     for key in ("pass@1", "pass@k", "solved")),
-             NA if name == "int" else _p(_get(m, "mcnemar", f"int_vs_{name}", "pvalue"))]
-            for name in INT_POLICIES]
+
+    def cells(prefix: str, name: str) -> list[str]:
+        return [_f(_get(m, f"{prefix}pass_at_k", name, "pass@k")),
+                NA if name == "int" else _p(_get(m, f"{prefix}mcnemar", f"int_vs_{name}", "pvalue"))]
+
+    rows = [[name, _f(_get(m, "pass_at_k", name, "pass@1")), *cells("", name),
+             *cells("heldout_", name)] for name in INT_POLICIES]
     return lines + [
         (f"{_f(m.get('unsolved'))} of {_f(m.get('n_problems'))} train problems unsolved by "
-         f"the SFT policy in {k} samples; {_f(iv.get('found'))} interventions found, "
-         f"{_f(iv.get('kept'))} kept by the filter. pass@{k} on those problems with a fresh "
-         "sampling seed; McNemar of `int` against each policy."), "",
-        *_table(["policy", "pass@1", f"pass@{k}", "solved", "p (int vs policy)"], rows)]
+         f"the SFT policy in {k} samples: {_f(m.get('unsolved_train'))} trained on (interventions, "
+         f"patch, RL), {_f(m.get('unsolved_heldout'))} held out (never trained on). "
+         f"{_f(iv.get('found'))} interventions found, {_f(iv.get('kept'))} kept by the filter. "
+         f"`plain_rl` is S3's control: the same RL, same problems and steps, from SFT without "
+         f"the patch. pass@{k} with a fresh sampling seed; McNemar of `int` against each policy."),
+        "", *_table(["policy", "pass@1 (trained-on)", f"pass@{k} (trained-on)", "p vs int",
+                     f"pass@{k} (held-out)", "p vs int (held-out)"], rows)]
 
 
 def significance_section(ctx: Context) -> list[str]:
@@ -686,19 +693,16 @@ def _claim_int(ctx: Context) -> list[str]:
     claim = "S3: interventions then RL beat plain RL on previously unsolved problems"
     seed = "InT + RL > RL on D_hard (S3 Table 2, Fig. 8)"
     m = ctx.data.get("int.json")
-    plain = _get(m, "pass_at_k", "plain_rl") or _get(m, "plain_rl")
-    test = (_get(m, "mcnemar", "int_vs_plain_rl") or _get(m, "tests", "int_vs_plain_rl")
-            or _get(m, "plain_rl", "test_vs_int"))
+    plain = _get(m, "heldout_pass_at_k", "plain_rl")
     if m is None or not isinstance(plain, dict):
-        return [claim, seed, NA, NA, ("not testable: int.json has no plain-RL arm on the same "
-                                      "unsolved problems (its `rloo` row is the main RLOO "
-                                      "policy)")]
-    mine = _get(m, "pass_at_k", "int") or _get(m, "int") or {}
+        return [claim, seed, NA, NA, "not testable: int.json has no plain-RL arm"]
     k = m.get("k", "K")
-    a, b = mine.get("pass@k"), plain.get("pass@k")
-    run = f"pass@{k}: int {_f(a)} vs plain RL {_f(b)}"
-    p = _get(test, "pvalue")
-    return [claim, seed, run, f"int vs plain_rl: p {_p(p)}",
+    a, b = _get(m, "heldout_pass_at_k", "int", "pass@k"), plain.get("pass@k")
+    ta, tb = (_get(m, "pass_at_k", n, "pass@k") for n in ("int", "plain_rl"))
+    run = (f"pass@{k} held-out ({_f(m.get('unsolved_heldout'))} problems): int {_f(a)} vs "
+           f"plain RL {_f(b)}; trained-on: {_f(ta)} vs {_f(tb)}")
+    p = _get(m, "heldout_mcnemar", "int_vs_plain_rl", "pvalue")
+    return [claim, seed, run, f"McNemar on the held-out set: p {_p(p)}",
             _verdict(p, a is not None and b is not None and a > b)]
 
 
