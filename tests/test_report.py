@@ -317,3 +317,16 @@ def test_dvc_repro_runs_the_report_stage_once(pipeline):
     (pipeline.path / "reports/details/repair.json").unlink()
     failed = pipeline.run("dvc", "repro", "--single-item", "report", check=False)
     assert failed.returncode != 0 and "reports/details/repair.json" in failed.stderr
+
+
+def test_interventions_table_and_claim_read_both_halves(complete):
+    """S3: every arm on the trained-on and the held-out unsolved problems; the claim is
+    tested on the held-out half (never trained on), with plain RL as the control."""
+    _, md = complete
+    m = metrics("int.json")
+    rows = {r[0]: r for r in table_rows(md, "Interventions with the solver as oracle (S3)")}
+    assert set(rows) >= {"int", "plain_rl", "sft"}
+    assert rows["plain_rl"][4] == f"{m['heldout_pass_at_k']['plain_rl']['pass@k']:.3f}"
+    assert rows["plain_rl"][5] == f"{m['heldout_mcnemar']['int_vs_plain_rl']['pvalue']:.3g}"
+    claim = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S3"))
+    assert f"p {m['heldout_mcnemar']['int_vs_plain_rl']['pvalue']:.3g}" in claim[3]
