@@ -746,6 +746,13 @@ def caveats_section(ctx: Context) -> list[str]:
             "compares a reward that mostly teaches pool discipline with one that only "
             "rewards solutions, and a lower zero-std fraction under shaped does not by "
             "itself mean more signal toward correct answers.")
+    opd = ctx.data.get("opd.json") or {}
+    if opd.get("groups") and rloo.get("groups"):
+        lines.append(f"- **OPD arms are underpowered**: `opd` and `opd_ac` train on "
+                     f"{opd['groups']} prompt groups each against RLOO's {rloo['groups']} (S4 "
+                     "gives them comparable budgets), and the teacher is a ~3M model, not a "
+                     "much stronger one; read their rows as a smoke-level check of the "
+                     "method, not as S4's comparison.")
     strategies = sorted(_get(ctx.data.get("teacher_traces.json"), "yield_by_strategy")
                          or {})
     if strategies:
