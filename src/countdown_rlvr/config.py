@@ -127,7 +127,7 @@ RULES: dict[str, Rule] = {
     "adapter": choice("full", "lora", "dora"), "lora_r": POS, "lora_alpha": RATE,
     "lora_dropout": number(0, hi=0.99), "target_modules": modules, "base": text,
     "init": choice("base", "scratch"), "tiny_preset": text, "prompt_style": choice("tiny", "chat"),
-    "dtype": choice("float32", "bfloat16", "float16", "auto"),
+    "dtype": choice("float32", "bfloat16", "float16", "auto"), "threads": optional(POS),
     # data
     "n_numbers": list_of(integer(2, MAX_NUMBERS)), "ood_n_numbers": list_of(integer(2, MAX_NUMBERS)),
     "number_range": int_range(1), "target_range": int_range(0), "ood_target_range": int_range(0),

@@ -148,11 +148,15 @@ SETTINGS: dict[str, Any] = {"dtype": "float32", "sampler": None}
 
 
 def configure(params: dict[str, Any]) -> None:
-    """Take `model.dtype` and `sampler` from the stage's params (defaults: float32, none)."""
-    dtype = (params.get("model") or {}).get("dtype", "float32")
+    """Take `model.dtype`, `model.threads` and `sampler` from the stage's params (defaults:
+    float32, torch's thread count, none)."""
+    model = params.get("model") or {}
+    dtype = model.get("dtype", "float32")
     if dtype not in DTYPES:
         raise ValueError(f"model.dtype {dtype!r} is unknown; valid: {', '.join(DTYPES)}")
     SETTINGS.update(dtype=dtype, sampler=params.get("sampler"))
+    if model.get("threads"):  # intra-op threads: see benchmarks/bench_contention.py
+        torch.set_num_threads(model["threads"])
 
 
 def mixed_precision() -> str:
