@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import EvalSampler, keys
 from countdown_rlvr.eval import summarize, write_records
 from countdown_rlvr.evaluate import evaluate_policy, extra_metrics
 from countdown_rlvr.io import (
@@ -24,7 +25,6 @@ from countdown_rlvr.model import configure, policy_ref
 from countdown_rlvr.task import REWARDS
 
 EVAL_KEYS = ("policies", "splits", "n", "seeds", "reward", "batch_size", "ks", "budgets")
-SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 
 
 def main(argv: list[str]) -> None:
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> None:
         hint = f"`dvc repro {stage}`" if stage else "the stage that writes it"
         raise StageError("evaluate", f"model dir {path} of policy {name!r} not found; run "
                          f"{hint} (or `dvc repro evaluate@{name}`, which runs it first)")
-    sampler = section(params, "sampler", required=SAMPLER_KEYS)
+    sampler = section(params, "sampler", required=keys(EvalSampler))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     try:
         ref = policy_ref(path)
