@@ -350,6 +350,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
     final (mean over the first / last 10% of steps) of every diagnostic, steps, seconds.
     Returns the trained (unwrapped) model in eval mode.
     """
+    get_reward(cfg.reward)  # ValueError listing the valid rewards, before any model work
     if not problems:
         raise ValueError("no training problems")
     if cfg.kl_coef > 0 and ref_model is None:

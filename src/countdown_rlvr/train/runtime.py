@@ -34,6 +34,7 @@ from ..model import load_model, mixed_precision, policy_ref, save_policy_dir
 SCHEDULES = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
 # reports/timings keys of the supervised loops (train_sft, train_ipo)
 TIMING_KEYS = ("seconds", "tokens_per_s", "tokens_processed", "processes")
+ADAPTERS = ("lora", "dora", "full")
 
 
 # --------------------------------------------------------------------------- set-up
@@ -281,6 +282,8 @@ def apply_adapter(model, adapter: str, r: int, alpha: float, dropout: float,
                   target_modules: str | list[str]):
     """Make `model` trainable the chosen way: a LoRA / DoRA peft wrapper, or all weights.
     "all-linear" targets every Linear layer except the output head (peft's convention)."""
+    if adapter not in ADAPTERS:
+        raise ValueError(f"unknown adapter {adapter!r}; valid: {', '.join(ADAPTERS)}")
     if adapter == "full":
         for p in model.parameters():
             p.requires_grad_(True)
