@@ -128,7 +128,8 @@ def test_two_processes_train_like_one(tiny_dir, tmp_path, one_thread):
     Each process must get whole pairs (chosen with its own rejected and reference scores)."""
     script = tmp_path / "launched.py"
     script.write_text(_LAUNCHED)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(  # the caller's PYTHONPATH (a worktree's src) too
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(launch_two_processes(str(script), str(tiny_dir)), check=False,
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

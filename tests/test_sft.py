@@ -170,7 +170,8 @@ def test_accelerate_launch_two_processes(tiny_dir, tmp_path):
     script = tmp_path / "launched.py"
     script.write_text(_LAUNCHED)
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(  # the caller's PYTHONPATH (a worktree's src) too
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(launch_two_processes(str(script), str(tiny_dir), str(out)),
                           check=False, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
