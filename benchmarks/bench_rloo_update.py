@@ -20,13 +20,14 @@ import time
 
 import torch
 
+from countdown_rlvr.config import RL, from_section
+from countdown_rlvr.io import load_params
 from countdown_rlvr.model import build_tiny, load_model
 from countdown_rlvr.sampling import generate
 from countdown_rlvr.task.prompts import solve_prompt
 from countdown_rlvr.train.rloo import (
     _loss,
     _Sums,
-    check_rloo_config,
     micro_batches,
     pack_rollouts,
     reference_logprobs,
@@ -74,8 +75,7 @@ def main() -> None:
     model, tok = load_model(path)
     ref = copy.deepcopy(model).eval().requires_grad_(False)
     model.train()
-    cfg = check_rloo_config({"steps": 1, "lr": 1e-4, "kl_coef": 0.001, "entropy_coef": 0.001,
-                             "sampler": {"temperature": 0.7}})
+    cfg = from_section(RL, "bench", load_params(), "rloo")  # the loss terms of the rloo stage
     ro = rollouts(model, tok, args.prompts, args.group, args.max_new_tokens)
     lengths = ro.mask.sum(-1)
     B = len(lengths)

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import Base, from_section
 from countdown_rlvr.io import (
     StageError,
     atomic_path,
@@ -30,8 +31,8 @@ from countdown_rlvr.model import (
     load_model,
     pretraining_corpus,
 )
-from countdown_rlvr.train.run import fit_and_save, training_config
-from countdown_rlvr.train.sft import is_main_process
+from countdown_rlvr.train.runtime import is_main_process
+from countdown_rlvr.train.sft import fit_sft
 
 OUT = Path("data/models/base")
 
@@ -55,21 +56,15 @@ def passthrough(base: str) -> None:
     print(f"[base] wrote {OUT}/{REF_FILE} -> {base} (pass-through, nothing trained)")
 
 
-def pretrain_tiny(m: dict, b: dict) -> None:
+def pretrain_tiny(m: dict, cfg: Base) -> None:
     if m["tiny_preset"] not in TINY_PRESETS:
         raise StageError("base", f"model.tiny_preset {m['tiny_preset']!r} is unknown; "
                                  f"valid: {', '.join(TINY_PRESETS)}")
-    if not (isinstance(b["corpus_size"], int) and b["corpus_size"] > 0):
-        raise StageError("base", f"base.corpus_size must be a positive integer, "
-                                 f"got {b['corpus_size']!r}")
-    if not 0 <= b["facts_frac"] <= 1:
-        raise StageError("base", f"base.facts_frac must be in [0, 1], got {b['facts_frac']!r}")
-    cfg = training_config("base", b, extra_keys=("corpus_size", "facts_frac"))  # fail before any work
     with tempfile.TemporaryDirectory() as tmp:  # each process builds the same seeded init
         model, tok = load_model(str(build_tiny(m["tiny_preset"], Path(tmp) / "init",
                                                seed=m["seed"])))
-    docs = pretraining_corpus(b["corpus_size"], seed=b["seed"], facts_frac=b["facts_frac"])
-    fit_and_save("base", model, tok, [("", d) for d in docs], cfg, OUT,
+    docs = pretraining_corpus(cfg.corpus_size, seed=cfg.seed, facts_frac=cfg.facts_frac)
+    fit_sft("base", model, tok, [("", d) for d in docs], cfg, OUT,
                  {"base": "tiny", "trained": True, "tiny_preset": m["tiny_preset"],
                   "corpus_docs": len(docs)})
 
@@ -83,9 +78,7 @@ def main() -> None:
     if m["base"] != "tiny":
         passthrough(m["base"])
         return
-    b = section(params, "base", required=("corpus_size", "facts_frac", "seed", "lr", "batch_size",
-                                          "max_len"))
-    pretrain_tiny(m, b)
+    pretrain_tiny(m, from_section(Base, "base", params, "base"))  # fails before any work
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ reports/metrics/diagnose.json and reports/timings/diagnose.json.
 import time
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import EvalSampler, keys
 from countdown_rlvr.eval import write_records
 from countdown_rlvr.evaluate import evaluate_policy
 from countdown_rlvr.io import (
@@ -27,14 +28,13 @@ from countdown_rlvr.task import REWARDS
 
 POLICY, TEST = "data/models/sft", "data/problems/test.jsonl"
 RECORDS, FAILED = "data/diagnose/records.parquet", "data/diagnose/failed.jsonl"
-SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 
 
 def main() -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
     d = section(params, "diagnose", required=("k", "seed", "reward", "batch_size"))
-    sampler = section(params, "sampler", required=SAMPLER_KEYS)
+    sampler = section(params, "sampler", required=keys(EvalSampler))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     if not (isinstance(d["k"], int) and d["k"] >= 2):
         raise StageError("diagnose", f"diagnose.k must be an integer >= 2 (a group needs two "

@@ -14,6 +14,7 @@ import sys
 import time
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import Distill, from_section
 from countdown_rlvr.io import (
     StageError,
     load_params,
@@ -25,7 +26,8 @@ from countdown_rlvr.io import (
 from countdown_rlvr.model import configure
 from countdown_rlvr.research import untrained
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples, read_repairs
-from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
+from countdown_rlvr.train.runtime import init_policy
+from countdown_rlvr.train.sft import fit_sft
 
 POLICY, REPAIRS = "data/models/sft", "data/repair/repairs.parquet"
 
@@ -33,14 +35,12 @@ POLICY, REPAIRS = "data/models/sft", "data/repair/repairs.parquet"
 def main(argv: list[str]) -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    sec = section(params, "distill", required=("conditions", "lr", "batch_size", "max_len"))
-    conds = sec["conditions"]
+    cfg = from_section(Distill, "distill", params, "distill")  # fails before any work
+    conds = cfg.conditions
     if len(argv) != 1 or argv[0] not in conds or argv[0] not in CONDITIONS:
         raise StageError("distill", f"usage: python stages/distill.py <condition> with <condition> "
                                     f"one of distill.conditions {conds} (valid: {', '.join(CONDITIONS)})")
     cond = argv[0]
-    train_sec = {k: v for k, v in sec.items() if k != "conditions"}
-    cfg = training_config("distill", train_sec, extra_keys=tuple(ADAPTER_DEFAULTS))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     require_inputs("distill", POLICY, REPAIRS)
     repairs = read_repairs(REPAIRS)
@@ -60,8 +60,8 @@ def main(argv: list[str]) -> None:
         write_timing(name, {"seconds": round(time.time() - t0, 2)})
         return
     print(f"[{name}] {len(examples)} distinct successful repairs -> no-feedback SFT", flush=True)
-    model, tok = init_policy("distill", POLICY, train_sec)
-    fit_and_save(name, model, tok, examples, cfg, out, {**info, "trained": True})
+    model, tok = init_policy("distill", POLICY, cfg)
+    fit_sft(name, model, tok, examples, cfg, out, {**info, "trained": True})
 
 
 if __name__ == "__main__":

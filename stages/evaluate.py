@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import EvalSampler, keys
 from countdown_rlvr.eval import records_frame, summarize, write_records
 from countdown_rlvr.evaluate import evaluate_policy, extra_metrics, not_trained
 from countdown_rlvr.io import (
@@ -24,7 +25,6 @@ from countdown_rlvr.model import configure, policy_ref
 from countdown_rlvr.task import REWARDS
 
 EVAL_KEYS = ("policies", "splits", "n", "seeds", "reward", "batch_size", "ks", "budgets")
-SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 
 
 def main(argv: list[str]) -> None:
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> None:
                       headline.evaluation)
         print(f"[evaluate] {name}: {reason}; not sampled, wrote empty {out} and {mpath}")
         return
-    sampler = section(params, "sampler", required=SAMPLER_KEYS)
+    sampler = section(params, "sampler", required=keys(EvalSampler))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     try:
         ref = policy_ref(path)

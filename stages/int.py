@@ -21,7 +21,7 @@ Writes reports/metrics/int.json, reports/timings/int.json, data/int/intervention
 dvclive/int/{sft,solver_sft,rloo,plain_rl}.
 """
 
-from countdown_rlvr import headline
+from countdown_rlvr import config, headline
 from countdown_rlvr.io import (
     StageError,
     load_params,
@@ -45,8 +45,7 @@ from countdown_rlvr.research.interventions import (
     unsolved_pass_at_k,
 )
 from countdown_rlvr.timing import timed
-from countdown_rlvr.train.rloo import RLOO_DEFAULTS, rloo_config
-from countdown_rlvr.train.run import ADAPTER_DEFAULTS, init_policy, training_config
+from countdown_rlvr.train.runtime import init_policy
 
 SFT, RLOO, TRAIN = "data/models/sft", "data/models/rloo", "data/problems/train.jsonl"
 INT_SFT, INT, SOLVER = "data/models/int_sft", "data/models/int", "data/models/int_solver_sft"
@@ -54,7 +53,6 @@ PLAIN_RL = "data/models/int_plain_rl"
 OUT_ROWS = "data/int/interventions.jsonl"
 KEYS = ("n_problems", "k", "seed", "eval_seed", "heldout_frac", "traces_per_problem",
         "n_continuations", "filter", "rl_problems", "batch_size", "sft", "rloo")
-SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 POLICIES = {"sft": SFT, "int_sft": INT_SFT, "int": INT, "plain_rl": PLAIN_RL,
             "int_solver_sft": SOLVER, "rloo": RLOO}
 
@@ -63,15 +61,11 @@ def configs(params: dict):
     """The `int` section and its SFT and RLOO configs. Each value was checked by
     `load_params` (countdown_rlvr.config); the checks here are what it does not check."""
     s = section(params, "int", required=KEYS)
-    if s["n_problems"] is None:  # config allows null (all problems) in other sections
-        raise StageError("int", "int.n_problems must be a positive integer, got None")
     if s["eval_seed"] == s["seed"]:
         raise StageError("int", "int.eval_seed must differ from int.seed: on the selection seed "
                                 "the SFT policy fails every unsolved problem by construction")
-    sft_cfg = training_config("int", s["sft"], extra_keys=tuple(ADAPTER_DEFAULTS))
-    # the `rloo` stage's training keys, its own extras (problem counts, adapter) set aside
-    rl = {k: v for k, v in section(params, "rloo").items() if k in RLOO_DEFAULTS}
-    rl_cfg = rloo_config("int", {**rl, **(s["rloo"] or {})})
+    sft_cfg = config.from_section(config.SFT, "int", params, "int.sft")
+    rl_cfg = config.from_section(config.RL, "int", params, "int.rloo", inherit="rloo")  # rloo's keys, overridden
     return s, sft_cfg, rl_cfg
 
 
@@ -79,7 +73,7 @@ def main() -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
     s, sft_cfg, rl_cfg = configs(params)
-    sampler = section(params, "sampler", required=SAMPLER_KEYS)
+    sampler = section(params, "sampler", required=config.keys(config.EvalSampler))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     styles = section(params, "traces", required=("styles",))["styles"]
     require_inputs("int", SFT, RLOO, TRAIN)
@@ -103,19 +97,19 @@ def main() -> None:
     with timed(seconds, "sft"):  # 3. patch
         del policy
         model, tok, patch = train_patch("sft", patch_examples(rows, style, s["filter"]), sft_cfg,
-                                        s["sft"], SFT, INT_SFT)
+                                        SFT, INT_SFT)
     rl_set = unsolved if s["rl_problems"] == "unsolved" else \
         [p for p in problems if p["id"] not in held_ids]
     with timed(seconds, "rloo"):  # 4. RL from the patched policy
         rl = train_rl(model, tok, rl_set, rl_cfg, style, INT_SFT, INT)
         del model
     with timed(seconds, "plain_rl"):  # 4'. the same RL from the unpatched SFT policy
-        model, tok = init_policy("int", SFT, s["sft"])  # the patch's starting point, adapter
+        model, tok = init_policy("int", SFT, sft_cfg)  # the patch's starting point, adapter
         plain_rl = train_rl(model, tok, rl_set, rl_cfg, style, SFT, PLAIN_RL, curves="plain_rl")
         del model
     with timed(seconds, "solver_sft"):  # 5. the full-solution baseline, same budget
-        solver = train_solver_baseline(unsolved, style, styles, s["seed"], sft_cfg, s["sft"],
-                                       SFT, SOLVER, steps=patch.get("steps"))
+        solver = train_solver_baseline(unsolved, style, styles, s["seed"], sft_cfg, SFT, SOLVER,
+                                       steps=patch.get("steps"))
     with timed(seconds, "eval"):  # 6. pass@K on the unsolved problems, fresh seed
         passk, solved = unsolved_pass_at_k(POLICIES, unsolved, s["k"], sampler, s["eval_seed"],
                                            style, **gen)

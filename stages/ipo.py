@@ -10,26 +10,17 @@ of one `dvc repro`. The reference is the SFT policy, frozen. Also runs under
 import sys
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import IPO, from_section
 from countdown_rlvr.io import (
     StageError,
     load_params,
     read_jsonl,
     require_inputs,
-    section,
-    write_metrics,
-    write_timing,
 )
 from countdown_rlvr.model import configure
 from countdown_rlvr.pairs import SOURCES
-from countdown_rlvr.train.ipo import IPO_DEFAULTS, ipo_config, train_ipo
-from countdown_rlvr.train.run import (
-    ADAPTER_DEFAULTS,
-    frozen_copy,
-    init_policy,
-    open_live,
-    save_policy,
-    training_config,
-)
+from countdown_rlvr.train.ipo import train_ipo
+from countdown_rlvr.train.runtime import fit_and_save, frozen_copy, init_policy
 
 PAIRS, SFT = "data/pairs/pairs.jsonl", "data/models/sft"
 # why a source can come out empty, and which params make it non-empty
@@ -44,17 +35,13 @@ EMPTY_HINT = {
 METRIC_KEYS = ("steps", "planned_steps", "stopped_by", "epochs", "pairs_used", "loss_first",
                "loss_final", "ipo_final", "margin_first", "margin_final", "pref_acc_first",
                "pref_acc_final", "chosen_reward_final", "rejected_reward_final", "chosen_nll_final")
-TIMING_KEYS = ("seconds", "tokens_per_s", "tokens_processed", "processes")
 
 
 def main(argv: list[str]) -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    sec = section(params, "ipo", required=("sources", "lr", "batch_size", "max_len"))
-    sources = sec["sources"]
-    if not isinstance(sources, list) or not sources:
-        raise StageError("ipo", f"`ipo.sources` must be a non-empty list of pair sources "
-                                f"({', '.join(SOURCES)})")
+    cfg = from_section(IPO, "ipo", params, "ipo")  # fails before any work
+    sources = cfg.sources
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
         raise StageError("ipo", f"unknown pair source(s) {unknown} in `ipo.sources`; valid: "
@@ -64,36 +51,23 @@ def main(argv: list[str]) -> None:
         raise StageError("ipo", f"{got}; usage: python stages/ipo.py <source> with <source> one "
                                 f"of {sources}")
     source = argv[0]
-    cfg = training_config("ipo", sec, extra_keys=("sources", *ADAPTER_DEFAULTS, *IPO_DEFAULTS))
-    try:
-        cfg = ipo_config({**cfg, **{k: sec[k] for k in IPO_DEFAULTS if k in sec}})
-    except ValueError as exc:
-        raise StageError("ipo", f"{exc} (fix the `ipo:` section of params.yaml)") from exc
     require_inputs("ipo", PAIRS, SFT)
     pairs = [p for p in read_jsonl(PAIRS) if p["source"] == source]
     if not pairs:
         raise StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/metrics/pairs.json); "
                                 f"remove {source} from `ipo.sources`, or {EMPTY_HINT[source]}")
 
-    model, tok = init_policy("ipo", SFT, sec)
+    model, tok = init_policy("ipo", SFT, cfg)
     ref_model = frozen_copy(SFT)
-    live = open_live(f"ipo/{source}")
-    stats: dict = {}
-    model = train_ipo(model, ref_model, tok, pairs, cfg, live=live, stats=stats)
-    if live is None:  # not the main process
-        return
-    out = f"data/models/ipo/{source}"
-    save_policy(model, tok, out)
-    live.end()
-    metrics = {"source": source, "pairs": len(pairs), "beta": cfg["beta"],
-               "rpo_alpha": cfg["rpo_alpha"], "adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"]),
-               **{k: round(v, 4) if isinstance(v, float) else v
-                  for k, v in stats.items() if k in METRIC_KEYS}}
-    write_metrics(f"ipo/{source}", metrics, headline.ipo)
-    write_timing(f"ipo/{source}", {k: stats[k] for k in TIMING_KEYS})
-    print(f"[ipo] wrote {out}, reports/metrics/ipo/{source}.json, reports/timings/ipo/{source}.json, "
-          f"dvclive/ipo/{source} (margin {metrics['margin_first']} -> {metrics['margin_final']}, "
-          f"pref acc {metrics['pref_acc_final']}, {stats['seconds']:.0f} s)")
+
+    def metrics(model, stats: dict) -> dict:
+        return {"source": source, "pairs": len(pairs), "beta": cfg.beta, "rpo_alpha": cfg.rpo_alpha,
+                "adapter": cfg.adapter, **{k: round(v, 4) if isinstance(v, float) else v
+                                           for k, v in stats.items() if k in METRIC_KEYS}}
+
+    fit_and_save(f"ipo/{source}", tok, f"data/models/ipo/{source}",
+                 lambda live, stats: train_ipo(model, ref_model, tok, pairs, cfg, live, stats),
+                 metrics, headline.ipo)
 
 
 if __name__ == "__main__":

@@ -14,16 +14,16 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 
 import sys
 
+from countdown_rlvr.config import OPD, from_section
 from countdown_rlvr.io import StageError, load_params, require_inputs, section
 from countdown_rlvr.model import configure, load_model, policy_ref
-from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, rloo_config
-from countdown_rlvr.train.run import ADAPTER_DEFAULTS, frozen_copy, init_policy
+from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
+from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TEACHER, TRAIN = "data/models/teacher", "data/problems/train.jsonl"
-# variant -> (init policy, output dir)
-VARIANTS = {"opd": ("data/models/sft", "data/models/opd"),
-            "opd_ac": ("data/models/opd", "data/models/opd_ac")}
-EXTRA = ("n_problems", *ADAPTER_DEFAULTS)
+# variant -> (init policy, output dir, the section whose keys it overrides)
+VARIANTS = {"opd": ("data/models/sft", "data/models/opd", None),
+            "opd_ac": ("data/models/opd", "data/models/opd_ac", "opd")}
 
 
 def load_teacher(stage: str, student_tok):
@@ -41,24 +41,22 @@ def main() -> None:
     stage = sys.argv[1] if len(sys.argv) == 2 else None
     if stage not in VARIANTS:
         raise StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}}")
-    init, out = VARIANTS[stage]
+    init, out, inherit = VARIANTS[stage]
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    sec = section(params, stage, required=("steps", "lr", "distill_coef", "distill_temperature"))
-    cfg = rloo_config(stage, sec, teacher=True, extra_keys=EXTRA)  # fails before any model loads
+    cfg = from_section(OPD, stage, params, stage, inherit)  # fails before any model loads
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     require_inputs(stage, init, TEACHER)
-    problems = first_problems(stage, TRAIN, sec.get("n_problems"))
-    model, tok = init_policy(stage, init, sec)
+    problems = first_problems(stage, TRAIN, cfg.n_problems)
+    model, tok = init_policy(stage, init, cfg)
     teacher = load_teacher(stage, tok)
-    ref = frozen_copy(init) if cfg["kl_coef"] > 0 else None
+    ref = frozen_copy(init) if cfg.kl_coef > 0 else None
     fit_rl_and_save(stage, model, tok, problems, cfg, out, ref_model=ref, teacher=teacher,
                     prompt_style=style, extra_metrics={
-                        "init": init, "teacher": TEACHER,
-                        "adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"]),
-                        "distill_coef": cfg["distill_coef"], "rl_coef": cfg["rl_coef"],
-                        "entropy_coef": cfg["entropy_coef"],
-                        "distill_temperature": cfg["distill_temperature"]})
+                        "init": init, "teacher": TEACHER, "adapter": cfg.adapter,
+                        "distill_coef": cfg.distill_coef, "rl_coef": cfg.rl_coef,
+                        "entropy_coef": cfg.entropy_coef,
+                        "distill_temperature": cfg.distill_temperature})
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ repair sample: the input of `distill`), reports/metrics/repair.json, reports/tim
 import time
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import EvalSampler, keys
 from countdown_rlvr.io import (
     StageError,
     load_params,
@@ -31,14 +32,13 @@ from countdown_rlvr.research.repair import (
 )
 
 POLICY, FAILED, OUT = "data/models/sft", "data/diagnose/failed.jsonl", "data/repair/repairs.parquet"
-SAMPLER_KEYS = ("backend", "temperature", "top_p", "top_k", "max_new_tokens")
 
 
 def main() -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
     r = section(params, "repair", required=("n_attempts", "k", "seed", "conditions", "batch_size"))
-    sampler = section(params, "sampler", required=SAMPLER_KEYS)
+    sampler = section(params, "sampler", required=keys(EvalSampler))
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     try:
         conditions = check_conditions(r["conditions"])

@@ -15,30 +15,14 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py`
 
 import sys
 
+from countdown_rlvr.config import RL, from_section
 from countdown_rlvr.io import StageError, load_params, require_inputs, section
 from countdown_rlvr.model import configure
-from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, rloo_config
-from countdown_rlvr.train.run import ADAPTER_DEFAULTS, frozen_copy, init_policy
+from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
+from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 SFT, TRAIN = "data/models/sft", "data/problems/train.jsonl"
-EXTRA = ("n_problems", *ADAPTER_DEFAULTS)
 ARMS = ("rloo", "rloo_shaped")  # stage name = its params section = its output names
-
-
-def arm_section(params: dict, stage: str) -> dict:
-    """The `rloo` section, with the keys of the arm's own section over it."""
-    sec = section(params, "rloo", required=("reward", "steps", "lr"))
-    if stage == "rloo":
-        return sec
-    override = params.get(stage)
-    if not isinstance(override, dict) or not override:
-        raise StageError(stage, f"params.yaml needs a `{stage}:` section with the keys that "
-                                f"differ from `rloo:` (e.g. reward: shaped)")
-    unknown = sorted(set(override) - set(sec))
-    if unknown:
-        raise StageError(stage, f"`{stage}` keys {unknown} are not keys of `rloo:`; an arm "
-                                "overrides rloo's keys only")
-    return {**sec, **override}
 
 
 def main(stage: str = "rloo") -> None:
@@ -46,17 +30,17 @@ def main(stage: str = "rloo") -> None:
         raise StageError("rloo", f"unknown RLOO arm {stage!r}; valid: {', '.join(ARMS)}")
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    sec = arm_section(params, stage)
-    cfg = rloo_config(stage, sec, extra_keys=EXTRA)  # an unknown reward fails here, first
+    # an arm's section lists only what differs from `rloo` (rloo_shaped: reward: shaped)
+    cfg = from_section(RL, stage, params, stage, inherit=None if stage == "rloo" else "rloo")
     style = section(params, "model", required=("prompt_style",))["prompt_style"]
     require_inputs(stage, SFT)
-    problems = first_problems(stage, TRAIN, sec.get("n_problems"))
-    model, tok = init_policy(stage, SFT, sec)
-    ref = frozen_copy(SFT) if cfg["kl_coef"] > 0 else None
+    problems = first_problems(stage, TRAIN, cfg.n_problems)
+    model, tok = init_policy(stage, SFT, cfg)
+    ref = frozen_copy(SFT) if cfg.kl_coef > 0 else None
     fit_rl_and_save(stage, model, tok, problems, cfg, f"data/models/{stage}", ref_model=ref,
-                    prompt_style=style,
-                    extra_metrics={"adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"]),
-                                   "curriculum": cfg["curriculum"], "kl_coef": cfg["kl_coef"]})
+                    prompt_style=style, extra_metrics={"adapter": cfg.adapter,
+                                                       "curriculum": cfg.curriculum,
+                                                       "kl_coef": cfg.kl_coef})
 
 
 if __name__ == "__main__":

@@ -11,17 +11,11 @@ import json
 from pathlib import Path
 
 from countdown_rlvr import headline
-from countdown_rlvr.io import (
-    DETAILS,
-    load_params,
-    read_jsonl,
-    require_inputs,
-    section,
-    write_metrics,
-)
+from countdown_rlvr.config import SFT, from_section
+from countdown_rlvr.io import DETAILS, load_params, read_jsonl, require_inputs, write_metrics
 from countdown_rlvr.model import configure
-from countdown_rlvr.train.run import ADAPTER_DEFAULTS, fit_and_save, init_policy, training_config
-from countdown_rlvr.train.sft import completion_metrics, is_main_process
+from countdown_rlvr.train.runtime import init_policy, is_main_process
+from countdown_rlvr.train.sft import completion_metrics, fit_sft
 
 TRAIN, VAL, BASE, OUT = "data/sft/train.jsonl", "data/sft/val.jsonl", "data/models/base", "data/models/sft"
 DETAIL = Path(f"{DETAILS}/sft.json")  # fit_and_save wrote it; the validation numbers join it
@@ -30,18 +24,16 @@ DETAIL = Path(f"{DETAILS}/sft.json")  # fit_and_save wrote it; the validation nu
 def main() -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    sec = section(params, "sft", required=("lr", "batch_size", "max_len"))
-    cfg = training_config("sft", sec, extra_keys=tuple(ADAPTER_DEFAULTS))  # fail before any work
+    cfg = from_section(SFT, "sft", params, "sft")  # fails before any work
     require_inputs("sft", TRAIN, VAL, BASE)
     train = [(r["prompt"], r["completion"]) for r in read_jsonl(TRAIN)]
     val = [(r["prompt"], r["completion"]) for r in read_jsonl(VAL)]
-    model, tok = init_policy("sft", BASE, sec)
-    model = fit_and_save("sft", model, tok, train, cfg, OUT,
-                         {"adapter": sec.get("adapter", ADAPTER_DEFAULTS["adapter"])})
+    model, tok = init_policy("sft", BASE, cfg)
+    model = fit_sft("sft", model, tok, train, cfg, OUT, {"adapter": cfg.adapter})
     if not is_main_process():
         return
     # held-out completion NLL after training: what train loss alone cannot show (overfitting)
-    v = completion_metrics(model, tok, val, cfg["max_len"], cfg["batch_size"])
+    v = completion_metrics(model, tok, val, cfg.max_len, cfg.batch_size)
     metrics = {**json.loads(DETAIL.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
                "val_loss": round(v["loss"], 4) if val else None,
                "val_token_acc": round(v["token_acc"], 4) if val else None}

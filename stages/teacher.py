@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import Teacher, from_section
 from countdown_rlvr.io import (
     StageError,
     atomic_path,
@@ -23,52 +24,44 @@ from countdown_rlvr.io import (
     load_params,
     read_jsonl,
     require_inputs,
-    section,
     write_json,
     write_metrics,
 )
 from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, configure, load_model
 from countdown_rlvr.traces import strategy_prompt
-from countdown_rlvr.train.run import fit_and_save, training_config
+from countdown_rlvr.train.sft import fit_sft
 
 SRC, BASE, OUT = "data/traces/solver.jsonl", "data/models/base", Path("data/models/teacher")
-EXTRA = ("base", "init", "tiny_preset", "init_seed", "hint_frac")
-INITS = ("base", "scratch")
 
 
 def main() -> None:
     params = load_params()
     configure(params)  # model.dtype for every load, sampler for saved policies
-    t = section(params, "teacher", required=EXTRA)
-    if t["base"] != "tiny":
+    t = from_section(Teacher, "teacher", params, "teacher")  # fails before any work
+    if t.base != "tiny":
         with atomic_path(OUT) as tmp:
             tmp.mkdir()
-            write_json(tmp / REF_FILE, {"base": t["base"]})
+            write_json(tmp / REF_FILE, {"base": t.base})
         empty_curves("teacher", ("loss", "token_acc"))  # the declared curve dir: empty plots
-        write_metrics("teacher", {"base": t["base"], "trained": False}, headline.training)
-        print(f"[teacher] wrote {OUT}/{REF_FILE} -> {t['base']} (pass-through)")
+        write_metrics("teacher", {"base": t.base, "trained": False}, headline.training)
+        print(f"[teacher] wrote {OUT}/{REF_FILE} -> {t.base} (pass-through)")
         return
-    if t["tiny_preset"] not in TINY_PRESETS:
-        raise StageError("teacher", f"teacher.tiny_preset {t['tiny_preset']!r} is unknown; "
+    if t.tiny_preset not in TINY_PRESETS:
+        raise StageError("teacher", f"teacher.tiny_preset {t.tiny_preset!r} is unknown; "
                                     f"valid: {', '.join(TINY_PRESETS)}")
-    if t["init"] not in INITS:
-        raise StageError("teacher", f"teacher.init {t['init']!r} is unknown; valid: {', '.join(INITS)}")
-    cfg = training_config("teacher", t, extra_keys=EXTRA)
     require_inputs("teacher", SRC, BASE)
     traces = read_jsonl(SRC)
-    if not 0 <= t["hint_frac"] <= 1:
-        raise StageError("teacher", f"teacher.hint_frac must be in [0, 1], got {t['hint_frac']!r}")
-    rng = random.Random(t["seed"])
-    examples = [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < t["hint_frac"]
+    rng = random.Random(t.seed)
+    examples = [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < t.hint_frac
                  else r["prompt"], r["completion"]) for r in traces]
-    if t["init"] == "base":
+    if t.init == "base":
         model, tok = load_model(BASE)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            model, tok = load_model(str(build_tiny(t["tiny_preset"], Path(tmp) / "init", seed=t["init_seed"])))
-    fit_and_save("teacher", model, tok, examples, cfg, OUT,
-                 {"base": "tiny", "trained": True, "init": t["init"],
-                  "tiny_preset": t["tiny_preset"] if t["init"] == "scratch" else None})
+            model, tok = load_model(str(build_tiny(t.tiny_preset, Path(tmp) / "init", seed=t.init_seed)))
+    fit_sft("teacher", model, tok, examples, t, OUT,
+            {"base": "tiny", "trained": True, "init": t.init,
+             "tiny_preset": t.tiny_preset if t.init == "scratch" else None})
 
 
 if __name__ == "__main__":

@@ -16,3 +16,22 @@ class RecordingLive:
     def curve(self, name):
         """Values logged as `train/<name>`, in step order."""
         return [v for _, n, v in self.rows if n == f"train/{name}"]
+
+
+def config_of(cls, path: str, overrides: dict | None = None, inherit: str | None = None):
+    """The `cls` config of params.yaml's `path` section with `overrides` (nested mappings such as
+    `sampler` merged key by key), built as a stage builds it (`config.from_section`): the
+    tests' configs take every value they do not set from params.yaml, like the stages."""
+    from pathlib import Path
+
+    import yaml
+
+    from countdown_rlvr.config import _merged, from_section
+
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    *parents, last = path.split(".")
+    block = params
+    for part in parents:
+        block = block[part]
+    block[last] = _merged(block[last], overrides or {})
+    return from_section(cls, "test", params, path, inherit)

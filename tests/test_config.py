@@ -134,3 +134,41 @@ def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
                                                    "reports/metrics/.problems.json.k1ll3d.tmp"]
     assert not stale.exists() and keep.exists()
     assert ".*.tmp" in (ROOT / ".dvcignore").read_text()
+
+
+def test_rule_copies_agree_with_the_code_they_mirror():
+    """config reads no torch / task code, so it keeps copies of these; they must agree."""
+    from countdown_rlvr.config import MAX_NUMBERS, RULES
+    from countdown_rlvr.task.solve import MAX_NUMBERS as SOLVER_MAX
+    from countdown_rlvr.traces import STRATEGY_HINTS
+    from countdown_rlvr.train.losses import LOSS_AGGREGATIONS
+
+    assert MAX_NUMBERS == SOLVER_MAX
+    assert all(RULES["loss_agg"](a) is None for a in LOSS_AGGREGATIONS) and RULES["loss_agg"]("x")
+    assert all(RULES["teacher_strategy"](h) is None for h in [*STRATEGY_HINTS, None])
+    assert RULES["teacher_strategy"]("x")
+
+
+def test_from_section_names_the_missing_key_and_inherits(tmp_path):
+    from countdown_rlvr.config import OPD, RL, from_section
+
+    params = load_params(ROOT / "params.yaml")
+    rl = from_section(RL, "int", params, "int.rloo", inherit="rloo")
+    assert rl.steps == params["int"]["rloo"]["steps"] and rl.reward == params["rloo"]["reward"]
+    assert rl.sampler.temperature == params["rloo"]["sampler"]["temperature"]
+    ac = from_section(OPD, "opd_ac", params, "opd_ac", inherit="opd")
+    assert (ac.entropy_coef, ac.distill_temperature) == (0.01, 1.3) and ac.lr == params["opd"]["lr"]
+    del params["rloo"]["lr"]
+    with pytest.raises(StageError, match=r"\[rloo\] error: `rloo` is missing \['lr'\]; add them to "
+                                         r"the `rloo:` section of params.yaml"):
+        from_section(RL, "rloo", params, "rloo")
+    with pytest.raises(StageError, match="no `nope:` section"):
+        from_section(RL, "rloo", params, "nope")
+
+
+def test_int_n_problems_must_be_a_number_where_rloo_may_be_null():
+    from countdown_rlvr.config import problems_in
+
+    assert problems_in({"int": {"n_problems": None}}) == [
+        "`int.n_problems` is None; allowed: an integer >= 1"]
+    assert problems_in({"rloo": {"n_problems": None}}) == []

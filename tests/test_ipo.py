@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import RecordingLive
+from helpers import RecordingLive, config_of
 from test_sft import TINY, launch_two_processes
 
+from countdown_rlvr.config import IPO
+from countdown_rlvr.io import StageError
 from countdown_rlvr.model import build_tiny, load_model
-from countdown_rlvr.train.ipo import ipo_config, pair_logprobs, pair_rows, train_ipo
+from countdown_rlvr.train.ipo import pair_logprobs, pair_rows, train_ipo
 from countdown_rlvr.train.losses import completion_nll
 from countdown_rlvr.train.sft import collate, example_row
 
@@ -21,7 +23,8 @@ from countdown_rlvr.train.sft import collate, example_row
 PAIRS = [{"prompt": f"Numbers: {a} {b}\n", "chosen": f"<answer>{a} + {b}</answer>",
           "rejected": f"<answer>{a} - {b}</answer>"} for a in range(1, 4) for b in range(1, 4)]
 CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 20, "warmup_frac": 0.1,
-       "beta": 0.5, "rpo_alpha": 0.0, "seed": 0, "log_every": 5}
+       "beta": 0.5, "rpo_alpha": 0.0, "seed": 0, "log_every": 5, "time_budget_s": None}
+# (overrides of params.yaml's `ipo` section: tests/helpers.config_of)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +37,7 @@ def run(tiny_dir, cfg, pairs=PAIRS):
     ref, _ = load_model(str(tiny_dir))
     ref.eval().requires_grad_(False)
     live, st = RecordingLive(), {}
-    model = train_ipo(model, ref, tok, pairs, cfg, live=live, stats=st)
+    model = train_ipo(model, ref, tok, pairs, config_of(IPO, "ipo", cfg), live=live, stats=st)
     return model, ref, live, st
 
 
@@ -85,15 +88,11 @@ def test_rpo_anchor_is_length_normalised_nll_and_run_is_deterministic(tiny_dir, 
 
 
 def test_ipo_rejects_bad_config_and_unusable_pairs(tiny_dir):
-    with pytest.raises(ValueError, match="beta"):
-        ipo_config({**CFG, "beta": 0})
-    with pytest.raises(ValueError, match="rpo_alpha"):
-        ipo_config({**CFG, "rpo_alpha": -1})
-    with pytest.raises(ValueError, match="pack"):
-        ipo_config({**CFG, "pack": True})
-    with pytest.raises(ValueError, match="unknown training keys"):
-        ipo_config({**CFG, "margin": 5})
-    assert ipo_config({k: v for k, v in CFG.items() if k != "beta"})["beta"] == 0.1  # S1 default
+    with pytest.raises(StageError, match="unknown keys \\['pack'\\]"):  # no packing of pairs
+        config_of(IPO, "ipo", {**CFG, "pack": True})
+    with pytest.raises(StageError, match="unknown keys \\['margin'\\]; valid: .*beta"):
+        config_of(IPO, "ipo", {**CFG, "margin": 5})
+    assert config_of(IPO, "ipo", {k: v for k, v in CFG.items() if k != "beta"}).beta == 0.1  # params.yaml
     with pytest.raises(ValueError, match="no preference pairs"):
         run(tiny_dir, CFG, pairs=[])
     # a prompt that fills max_len leaves no completion token to compare: the pair is dropped
@@ -108,13 +107,16 @@ _LAUNCHED = textwrap.dedent("""
     import json, sys
     from countdown_rlvr.model import load_model
     from countdown_rlvr.train.ipo import train_ipo
-    from countdown_rlvr.train.sft import is_main_process
+    from countdown_rlvr.config import IPO
+    from countdown_rlvr.train.runtime import is_main_process
+    from helpers import config_of
     from test_ipo import CFG, PAIRS
 
     model, tok = load_model(sys.argv[1])
     ref, _ = load_model(sys.argv[1])
     st = {}
-    train_ipo(model, ref.requires_grad_(False), tok, PAIRS, {**CFG, "max_steps": 8}, stats=st)
+    train_ipo(model, ref.requires_grad_(False), tok, PAIRS, config_of(IPO, "ipo", {**CFG, "max_steps": 8}),
+              stats=st)
     if is_main_process():
         print("STATS" + json.dumps(st))
 """)
@@ -126,7 +128,8 @@ def test_two_processes_train_like_one(tiny_dir, tmp_path, one_thread):
     Each process must get whole pairs (chosen with its own rejected and reference scores)."""
     script = tmp_path / "launched.py"
     script.write_text(_LAUNCHED)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(  # the caller's PYTHONPATH (a worktree's src) too
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(launch_two_processes(str(script), str(tiny_dir)), check=False,
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 import torch
-from helpers import RecordingLive
+from helpers import RecordingLive, config_of
 
+from countdown_rlvr.config import OPD, RL, SFT, problems_in
 from countdown_rlvr.io import StageError
 from countdown_rlvr.logprobs import sequence_logprobs
 from countdown_rlvr.model import build_tiny, load_model
@@ -17,12 +18,10 @@ from countdown_rlvr.train.rloo import (
     Curriculum,
     _loss,
     _Sums,
-    check_rloo_config,
     curriculum_tiers,
     micro_batches,
     pack_rollouts,
     reference_logprobs,
-    rloo_config,
     step_problems,
     train_rloo,
 )
@@ -34,8 +33,22 @@ TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
 PROBLEM = {"numbers": [2, 3, 4], "target": 14}
 PROMPT = "Numbers: 2 3 4 Target: 14\n"
 GOOD, BAD = "<answer>2 + 3 * 4</answer>", "<answer>2 * 3 + 4</answer>"  # 14 (correct) / 10
+# overrides of params.yaml's `rloo` section (tests/helpers.config_of): a few small steps
 CFG = {"steps": 3, "lr": 3e-4, "group_size": 8, "prompts_per_step": 1, "kl_coef": 0.0,
-       "entropy_coef": 0.0, "sampler": {"max_new_tokens": 16}, "log_every": 100}
+       "entropy_coef": 0.0, "sampler": {"temperature": 1.0, "max_new_tokens": 16},
+       "log_every": 100, "micro_batch": None, "weight_decay": 0.0, "curriculum": False,
+       "curriculum_target_bins": 2, "curriculum_threshold": 0.3, "gen_batch_size": 64}
+
+
+def rl(over: dict) -> RL:
+    """The RL config of CFG + `over`; an OPD one (params.yaml's `opd` section) with distill keys."""
+    if "distill_coef" in over:
+        return config_of(OPD, "opd", {**CFG, "teacher_strategy": None, **over})
+    return config_of(RL, "rloo", {**CFG, **over})
+
+
+def run_rloo(model, tok, problems, over: dict, **kw):
+    return train_rloo(model, tok, problems, rl(over), **kw)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +61,9 @@ def toy_policy(tiny_dir, one_thread):
     """A policy that answers PROBLEM with GOOD or BAD about half the time each."""
     model, tok = load_model(str(tiny_dir))
     model = train_sft(model, tok, [(PROMPT, GOOD), (PROMPT, BAD)] * 4,
-                      {"lr": 1e-2, "batch_size": 8, "max_len": 40, "max_steps": 300, "seed": 0})
+                      config_of(SFT, "sft", {"lr": 1e-2, "batch_size": 8, "max_len": 40,
+                                             "max_steps": 300, "seed": 0, "warmup_frac": 0.0,
+                                             "weight_decay": 0.0, "time_budget_s": None}))
     return model, tok
 
 
@@ -65,7 +80,7 @@ def test_rloo_moves_probability_to_the_correct_answer(toy_policy, one_thread):
     good0, bad0 = completion_logprobs(model, tok)
     assert abs(good0 - bad0) < 0.3  # both answers are likely before RL
     st = {}
-    trained = train_rloo(copy.deepcopy(model), tok, [PROBLEM], {**CFG, "steps": 10}, stats=st)
+    trained = run_rloo(copy.deepcopy(model), tok, [PROBLEM], {**CFG, "steps": 10}, stats=st)
     good, bad = completion_logprobs(trained, tok)
     assert good > good0 + 0.3 and bad < bad0 - 1.0, (good0, bad0, good, bad)
     assert st["zero_std_frac_first"] == 0.0  # mixed groups: the LOO baseline has contrast
@@ -80,7 +95,7 @@ def test_rloo_logs_every_diagnostic_and_is_deterministic(toy_policy, one_thread)
     for _ in range(2):
         ref = copy.deepcopy(model).eval().requires_grad_(False)
         live, st = RecordingLive(), {}
-        trained = train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, ref_model=ref, live=live,
+        trained = run_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, ref_model=ref, live=live,
                              stats=st)
         runs.append((trained.state_dict(), live.rows, st))
     (w1, rows1, st), (w2, rows2, _) = runs
@@ -114,7 +129,7 @@ def test_tempered_rollouts_are_scored_under_the_tempered_policy(tiny_dir, one_th
     cfg = {**CFG, "steps": 1, "kl_coef": 0.05, "sampler": {**CFG["sampler"], "temperature": 0.7}}
     ref = copy.deepcopy(model).eval().requires_grad_(False)
     st = {}
-    train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, ref_model=ref, stats=st)
+    run_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, ref_model=ref, stats=st)
     assert st["is_weight_mean_first"] == pytest.approx(1.0, abs=1e-4)
     assert st["is_clip_frac_first"] == 0.0
     assert st["kl_first"] == pytest.approx(0.0, abs=1e-6)
@@ -143,8 +158,7 @@ def test_length_sorted_micro_batches_give_the_whole_batch_gradient(tiny_dir, one
     ref_whole = reference_logprobs(ref, ro, whole, T)
     assert torch.allclose(reference_logprobs(ref, ro, chunks, T), ref_whole, atol=1e-5)
     assert (ref_whole[ro.mask == 0] == 0).all() and (ref_whole[ro.mask == 1] < 0).all()
-    cfg = check_rloo_config({**CFG, "kl_coef": 0.1, "entropy_coef": 0.01,
-                             "sampler": {"temperature": T}})
+    cfg = rl({"kl_coef": 0.1, "entropy_coef": 0.01, "sampler": {"temperature": T}})
     adv = torch.randn(B, generator=g)
 
     def grads(selection):
@@ -170,7 +184,7 @@ def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
            "reward": "binary", "curriculum": True, "curriculum_window": 1,
            "curriculum_threshold": 0.0, "curriculum_target_bins": 1}
     live, st = RecordingLive(), {}
-    model = train_rloo(model, tok, problems, cfg, live=live, stats=st)
+    model = run_rloo(model, tok, problems, cfg, live=live, stats=st)
     assert live.curve("zero_std_frac") == [1.0] * 4
     assert live.curve("reward_std") == [0.0] * 4 and live.curve("advantage_std") == [0.0] * 4
     assert live.curve("reward_mean") == [0.0] * 4 and live.curve("pass_rate") == [0.0] * 4
@@ -184,27 +198,27 @@ def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
 
 
 def test_unknown_reward_and_bad_config_fail_before_any_model_work():
-    # no model at all: the config is checked first
+    # bad values: refused when params are read (config.RULES), naming the key
+    bad = problems_in({"rloo": {"reward": "bogus", "group_size": 1, "loss_agg": "tokens",
+                                "sampler": {"temp": 1.0}}})
+    assert any("`rloo.reward` is 'bogus'; allowed: one of binary, format, shaped" in b for b in bad)
+    assert any("`rloo.group_size` is 1; allowed: an integer >= 2" in b for b in bad)
+    assert any("`rloo.loss_agg` is 'tokens'; allowed: one of sum, mean" in b for b in bad)
+    assert any("`rloo.sampler.temp` is not a param" in b for b in bad)
+    # unknown and missing keys: refused when the stage builds its config, naming the fix
+    with pytest.raises(StageError, match=r"unknown keys \['temperature'\]; valid: .*reward"):
+        rl({"temperature": 1.3})
+    with pytest.raises(StageError, match=r"unknown keys \['distill_coef'\]"):  # OPD keys only
+        config_of(RL, "rloo", {"distill_coef": 0.5})
+    with pytest.raises(StageError, match=r"`rloo.sampler` has unknown keys \['temp'\]"):
+        rl({"sampler": {"temp": 1.0}})
+    # opd_ac lists only what differs from opd: the rest is inherited
+    opd, ac = config_of(OPD, "opd"), config_of(OPD, "opd_ac", inherit="opd")
+    assert ac.entropy_coef == 10 * opd.entropy_coef and ac.steps == opd.steps
     with pytest.raises(ValueError, match="unknown reward 'bogus'.*binary, format, shaped"):
-        train_rloo(None, None, [PROBLEM], {**CFG, "reward": "bogus"})
-    with pytest.raises(StageError, match=r"\[rloo\] error: unknown reward 'bogus'.*binary, format, shaped"):
-        rloo_config("rloo", {**CFG, "reward": "bogus"})
-    with pytest.raises(StageError, match=r"unknown keys \['temperature'\]; valid: n_problems, reward"):
-        rloo_config("rloo", {**CFG, "temperature": 1.3}, extra_keys=("n_problems",))
-    # the distillation keys belong to OPD only
-    with pytest.raises(StageError, match="unknown keys \\['distill_coef'\\]"):
-        rloo_config("rloo", {**CFG, "distill_coef": 0.5})
-    assert rloo_config("opd", {**CFG, "distill_coef": 0.5}, teacher=True)["distill_temperature"] == 1.0
-    with pytest.raises(StageError, match="group_size` must be >= 2"):
-        rloo_config("rloo", {**CFG, "group_size": 1})
-    with pytest.raises(StageError, match="unknown loss_agg 'tokens'; valid: sum, mean"):
-        rloo_config("rloo", {**CFG, "loss_agg": "tokens"})
-    with pytest.raises(StageError, match="unknown sampler keys"):
-        rloo_config("rloo", {**CFG, "sampler": {"temp": 1.0}})
-    with pytest.raises(StageError, match="missing \\['steps'\\]"):
-        rloo_config("rloo", {k: v for k, v in CFG.items() if k != "steps"})
+        run_rloo(None, None, [PROBLEM], {"reward": "bogus"})
     with pytest.raises(ValueError, match="needs a ref_model"):
-        train_rloo(None, None, [PROBLEM], {**CFG, "kl_coef": 0.1})
+        run_rloo(None, None, [PROBLEM], {"kl_coef": 0.1})
 
 
 def test_curriculum_tiers_gate_and_problem_order():
@@ -260,7 +274,7 @@ def test_opd_forward_kl_is_zero_for_the_student_itself_and_falls_toward_a_teache
     model, tok = toy_policy
     cfg = {**CFG, "steps": 1, "distill_coef": 0.5, "rl_coef": 0.5, "distill_temperature": 1.0}
     live, st = RecordingLive(), {}
-    train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=copy.deepcopy(model),
+    run_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=copy.deepcopy(model),
                live=live, stats=st)
     assert st["forward_kl_first"] == pytest.approx(0.0, abs=1e-6)
     assert len(live.curve("forward_kl")) == 1
@@ -271,6 +285,6 @@ def test_opd_forward_kl_is_zero_for_the_student_itself_and_falls_toward_a_teache
     cfg = {**CFG, "steps": 4, "lr": 3e-3, "distill_coef": 1.0, "rl_coef": 0.0,
            "distill_temperature": 1.3}
     live, st = RecordingLive(), {}
-    train_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=teacher, live=live, stats=st)
+    run_rloo(copy.deepcopy(model), tok, [PROBLEM], cfg, teacher=teacher, live=live, stats=st)
     kl = live.curve("forward_kl")
     assert kl[0] > 0.5 and all(b < a for a, b in itertools.pairwise(kl)), kl

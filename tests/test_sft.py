@@ -10,21 +10,29 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import RecordingLive
+from helpers import RecordingLive, config_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from countdown_rlvr.config import SFT
+from countdown_rlvr.io import StageError
 from countdown_rlvr.model import build_tiny, load_model, n_parameters
 from countdown_rlvr.train.losses import completion_nll
-from countdown_rlvr.train.sft import apply_adapter, check_config, collate, encode, train_sft
+from countdown_rlvr.train.runtime import apply_adapter
+from countdown_rlvr.train.sft import collate, encode, train_sft
 
 # hidden 32, one layer: ~15k parameters, builds and trains in a second or two
 TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
         "intermediate_size": 64, "max_positions": 64}
 TOY = [(f"Numbers: {a} {b}\n", f"<answer>{a} + {b}</answer>") for a in range(1, 5)
        for b in range(1, 5)]
+# overrides of params.yaml's `sft` section (tests/helpers.config_of)
 CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 40, "warmup_frac": 0.1,
-       "seed": 0, "log_every": 5}
+       "seed": 0, "log_every": 5, "weight_decay": 0.0, "time_budget_s": None}
+
+
+def cfg(**overrides) -> SFT:
+    return config_of(SFT, "sft", {**CFG, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +76,7 @@ def test_train_sft_learns_and_is_deterministic(tiny_dir):
     for _ in range(2):
         model, tok = load_model(str(tiny_dir))
         st = {}
-        model = train_sft(model, tok, TOY, CFG, stats=st)
+        model = train_sft(model, tok, TOY, cfg(), stats=st)
         weights.append({k: v.clone() for k, v in model.state_dict().items()})
         stats.append(st)
     st = stats[0]
@@ -83,23 +91,23 @@ def test_train_sft_learns_and_is_deterministic(tiny_dir):
 def test_train_sft_time_budget_packing_and_logging(tiny_dir):
     model, tok = load_model(str(tiny_dir))
     live, st = RecordingLive(), {}
-    cfg = {**CFG, "time_budget_s": 0, "epochs": 3, "pack": True, "max_len": 16}
-    train_sft(model, tok, [("", c) for _, c in TOY], cfg, live=live, stats=st)
+    c = cfg(time_budget_s=0, epochs=3, pack=True, max_len=16)
+    train_sft(model, tok, [("", c) for _, c in TOY], c, live=live, stats=st)
     assert st["steps"] == 1 and st["stopped_by"] == "time_budget"
     assert st["tokens_processed"] == 4 * 16  # packed: full blocks, no padding
     assert {name for _, name, _ in live.rows} >= {"train/loss", "train/token_acc"}
     assert live.step == 1
 
 
-def test_check_config_errors_name_the_fix():
-    with pytest.raises(ValueError, match="unknown training keys.*valid: lr"):
-        check_config({**CFG, "learning_rate": 1.0})
-    with pytest.raises(ValueError, match="epochs` or `max_steps"):
-        check_config({k: v for k, v in CFG.items() if k != "max_steps"})
-    with pytest.raises(ValueError, match="missing \\['lr'\\]"):
-        check_config({k: v for k, v in CFG.items() if k != "lr"})
-    with pytest.raises(ValueError, match="unknown schedule.*cosine"):
-        check_config({**CFG, "schedule": "exp"})
+def test_config_errors_name_the_fix():
+    with pytest.raises(StageError, match="unknown keys \\['learning_rate'\\]; valid: .*lr"):
+        cfg(learning_rate=1.0)
+    with pytest.raises(StageError, match="epochs` or `max_steps.*fix the `sft:` section"):
+        cfg(max_steps=None)
+    params = {"sft": {k: v for k, v in vars(cfg()).items() if k != "lr"}}
+    with pytest.raises(StageError, match="missing \\['lr'\\]; add them to the `sft:` section"):
+        from countdown_rlvr.config import from_section
+        from_section(SFT, "sft", params, "sft")
 
 
 def test_apply_adapter_trainable_counts(tiny_dir):
@@ -114,22 +122,23 @@ def test_apply_adapter_trainable_counts(tiny_dir):
 
     for adapter, expected in (("lora", lora), ("dora", dora)):
         model, _ = load_model(str(tiny_dir))
-        assert trainable(apply_adapter(model, adapter, r=r, alpha=8)) == expected
+        assert trainable(apply_adapter(model, adapter, r, 8, 0.0, "all-linear")) == expected
     model, _ = load_model(str(tiny_dir))
-    assert trainable(apply_adapter(model, "full", r=r, alpha=8)) == n_parameters(model)
+    assert trainable(apply_adapter(model, "full", r, 8, 0.0, "all-linear")) == n_parameters(model)
     with pytest.raises(ValueError, match="valid: lora, dora, full"):
-        apply_adapter(model, "reft")
+        apply_adapter(model, "reft", r, 8, 0.0, "all-linear")
 
 
 _LAUNCHED = textwrap.dedent("""
     import sys
     from countdown_rlvr.model import load_model
-    from countdown_rlvr.train.sft import is_main_process, train_sft
-    from test_sft import CFG, TOY
+    from countdown_rlvr.train.runtime import is_main_process
+    from countdown_rlvr.train.sft import train_sft
+    from test_sft import TOY, cfg
 
     model, tok = load_model(sys.argv[1])
     st = {}
-    model = train_sft(model, tok, TOY, {**CFG, "max_steps": 10}, stats=st)
+    model = train_sft(model, tok, TOY, cfg(max_steps=10), stats=st)
     assert st["processes"] == 2, st
     if is_main_process():  # only rank 0 writes
         model.save_pretrained(sys.argv[2])
@@ -161,7 +170,8 @@ def test_accelerate_launch_two_processes(tiny_dir, tmp_path):
     script = tmp_path / "launched.py"
     script.write_text(_LAUNCHED)
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(  # the caller's PYTHONPATH (a worktree's src) too
+        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(launch_two_processes(str(script), str(tiny_dir), str(out)),
                           check=False, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -199,7 +209,7 @@ def test_resolve_base_follows_ref_json(tmp_path, tiny_dir):
 @given(st.lists(st.integers(1, 200), min_size=1, max_size=300), st.integers(1, 16),
        st.integers(0, 5))
 def test_length_grouping_is_a_seeded_permutation_with_less_padding(lengths, bs, seed):
-    from countdown_rlvr.train.sft import SeededShuffle
+    from countdown_rlvr.train.runtime import SeededShuffle
 
     n = len(lengths)
     grouped = list(SeededShuffle(n, seed, lengths, bs, window=4))

@@ -94,7 +94,7 @@ def test_no_stage_depends_on_library_code_it_never_runs(stage):
 
 
 def test_the_walk_sees_lazy_and_relative_imports():
-    """The checker itself: report's lazy import of compare_markdown, train.run's relative
+    """The checker itself: report's lazy import of compare_markdown, train.runtime's relative
     imports and the package __init__ files are all seen; and the layering it guards: the
     report and the compare table load no model code, RL training runs no comparison code."""
     report = closure(ROOT / "stages/report.py")
@@ -102,5 +102,5 @@ def test_the_walk_sees_lazy_and_relative_imports():
     assert not {Path("src/countdown_rlvr/model.py"), Path("src/countdown_rlvr/evaluate.py")} & report
     assert Path("src/countdown_rlvr/compare.py") not in closure(ROOT / "stages/rloo.py")
     sft = closure(ROOT / "stages/sft.py")
-    assert {Path("src/countdown_rlvr/train/run.py"), Path("src/countdown_rlvr/io.py"),
+    assert {Path("src/countdown_rlvr/train/runtime.py"), Path("src/countdown_rlvr/io.py"),
             Path("src/countdown_rlvr/__init__.py")} <= sft

@@ -8,13 +8,19 @@ holds the few names whose meaning depends on the section. A key no rule knows is
 it is a typo, or a param this code does not read.
 
 Stages still check the relations between values (e.g. `int.eval_seed` != `int.seed`).
+
+The sections the training code reads are frozen dataclasses (one field per key, one comment
+per field), built by `from_section`; params.yaml is the only place their values live.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 # operands per problem: task.solve.MAX_NUMBERS, the exhaustive solver's limit (a copy, so
@@ -118,8 +124,9 @@ RULES: dict[str, Rule] = {
     "beta": RATE, "rpo_alpha": number(0), "kl_coef": number(0), "is_clip": RATE,
     "entropy_coef": number(0), "distill_coef": number(0), "rl_coef": number(0),
     "distill_temperature": RATE, "curriculum": flag, "curriculum_threshold": FRACTION,
-    "loss_agg": text, "reward": choice("binary", "format", "shaped"),
-    "rl_problems": choice("unsolved", "all"), "teacher_strategy": optional(text),
+    # copies of train.losses.LOSS_AGGREGATIONS and traces.STRATEGY_HINTS (tests/test_config.py)
+    "loss_agg": choice("sum", "mean"), "reward": choice("binary", "format", "shaped"),
+    "rl_problems": choice("unsolved", "all"), "teacher_strategy": optional(choice("direct", "search")),
     # sampling
     "backend": choice("hf", "vllm"), "temperature": RATE, "top_p": number(0, True, 1),
     "top_k": COUNT,
@@ -151,6 +158,7 @@ SECTION_RULES: dict[tuple[str, str], Rule] = {
     else "a positive integer, min (the smallest source's count) or null",
     ("dedup", "per_problem"): flag,  # compare only traces of the same problem
     ("dedup", "sources"): list_of(choice("solver", "teacher", "repair")),
+    ("int", "n_problems"): POS,  # int samples them all: null (all 32k) is not a sensible size
 }
 # sections whose keys are all known here: an unknown key is refused, naming the known ones
 CLOSED = {"problems": ("seed", "n_train", "count_train_solutions", "n_test", "n_ood",
@@ -188,3 +196,178 @@ def problems_in(params: dict[str, Any]) -> list[str]:
 
 def _unknown(_: Any) -> str:
     return "a known param"
+
+
+# --------------------------------------------------------------------------- sections
+def from_section(cls, stage: str, params: dict[str, Any], path: str, inherit: str | None = None):
+    """The dataclass `cls` of the params section at `path` (dotted: "int.rloo").
+
+    `inherit`: another section whose keys `path` overrides (opd_ac lists only what differs from
+    opd; int.rloo overrides rloo); nested mappings (e.g. `sampler`) are merged key by key.
+    A missing or unknown key, or a bad relation between values (`__post_init__`), stops
+    `stage` with a StageError that names the key and the fix."""
+    block = _block(stage, params, path)
+    if inherit is not None:
+        block = _merged(_block(stage, params, inherit), block)
+    return _build(cls, stage, block, path)
+
+
+def _block(stage: str, params: dict[str, Any], path: str) -> dict[str, Any]:
+    from .io import StageError  # io imports this module lazily: no cycle
+
+    block: Any = params
+    for part in path.split("."):
+        block = block.get(part) if isinstance(block, dict) else None
+    if not isinstance(block, dict):
+        raise StageError(stage, f"params.yaml has no `{path}:` section; add it (see README).")
+    return block
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    return {**base, **{k: _merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict)
+                       else v for k, v in over.items()}}
+
+
+def _build(cls, stage: str, block: dict[str, Any], path: str):
+    from .io import StageError
+
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    if unknown := sorted(set(block) - set(names)):
+        raise StageError(stage, f"`{path}` has unknown keys {unknown}; valid: {', '.join(names)}")
+    if missing := [k for k in names if k not in block]:
+        raise StageError(stage, f"`{path}` is missing {missing}; add them to the `{path}:` "
+                                "section of params.yaml (see README)")
+    values = {k: _build(hints[k], stage, v, f"{path}.{k}")
+              if dataclasses.is_dataclass(hints[k]) and isinstance(v, dict) else v
+              for k, v in block.items()}
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise StageError(stage, f"{exc} (fix the `{path}:` section of params.yaml)") from exc
+
+
+def keys(cls) -> tuple[str, ...]:
+    """The param keys of a section dataclass."""
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """A sampler block (`rloo.sampler`, `teacher_traces.sampler`, ...)."""
+    temperature: float  # softmax temperature (> 0)
+    top_p: float  # nucleus mass kept (1.0 = off)
+    top_k: int  # most likely tokens kept (0 = off)
+    max_new_tokens: int  # generation cap (tokens)
+
+
+@dataclass(frozen=True)
+class EvalSampler(Sampler):
+    """The fixed evaluation sampler, the `sampler:` section."""
+    backend: str  # hf | vllm
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How a stage trains its init policy (`model.apply_adapter`)."""
+    adapter: str  # lora | dora | full
+    lora_r: int  # LoRA rank (lora / dora only)
+    lora_alpha: float  # LoRA scale numerator: the update is scaled by alpha / r
+    lora_dropout: float  # dropout on the LoRA input
+    target_modules: str | list[str]  # peft targets (all-linear: every Linear but the head)
+
+
+@dataclass(frozen=True)
+class Optim:
+    """The optimizer keys every training loop reads."""
+    seed: int  # init of new weights, dropout, data order / sampling seeds
+    lr: float  # peak AdamW learning rate
+    weight_decay: float  # AdamW decay, on matrices only (not norms / biases)
+    grad_clip: float | None  # global gradient-norm clip (null = off)
+    log_every: int  # steps between console lines (dvclive gets every step)
+
+
+@dataclass(frozen=True)
+class Supervised(Optim):
+    """The keys of a supervised loop over a fixed data set (train_sft, train_ipo)."""
+    batch_size: int  # global sequences (pairs) per optimizer step, split across processes
+    max_len: int  # tokens per sequence; longer ones are cut
+    epochs: float | None  # passes over the data; max_steps caps it when both are given
+    max_steps: int | None  # optimizer steps
+    warmup_frac: float  # share of the steps with linear LR warm-up
+    schedule: str  # LR after warm-up: cosine (to 0) | linear | constant
+    time_budget_s: float | None  # wall-clock cap: stop after the step that crosses it
+
+    def __post_init__(self):
+        if self.epochs is None and self.max_steps is None:
+            raise ValueError("set `epochs` or `max_steps` (or both: max_steps caps the epochs)")
+
+
+@dataclass(frozen=True)
+class SFT(Supervised, Adapter):
+    """An SFT section (`sft`, `int.sft`): train_sft keys and the adapter."""
+    pack: bool  # concatenate examples into max_len blocks (no padding; pre-training)
+
+
+@dataclass(frozen=True)
+class Base(Supervised):
+    """`base`: pre-training of the tiny base on a synthetic arithmetic corpus."""
+    corpus_size: int  # synthetic arithmetic documents
+    facts_frac: float  # share of "a op b = c" fact lists
+    pack: bool  # as SFT.pack
+
+
+@dataclass(frozen=True)
+class Teacher(Supervised):
+    """`teacher`: the model behind teacher traces and OPD."""
+    base: str  # tiny = train a tiny model | hub id | model dir (passed through)
+    init: str  # base = start from the pre-trained base | scratch = random weights
+    tiny_preset: str  # model.TINY_PRESETS entry for init: scratch
+    init_seed: int  # weight initialisation (scratch)
+    hint_frac: float  # share of prompts with a `Strategy:` hint
+    pack: bool  # as SFT.pack
+
+
+@dataclass(frozen=True)
+class Distill(SFT):
+    """`distill`: no-feedback SFT on each repair condition's successes."""
+    conditions: list[str]  # one `distill@<cond>` stage each
+
+
+@dataclass(frozen=True)
+class IPO(Supervised, Adapter):
+    """`ipo`: IPO from the SFT policy, one run per pairs source."""
+    sources: list[str]  # pairs sources: one `ipo@<source>` stage each
+    beta: float  # target margin 1 / (2 beta) on length-normalised log-probs
+    rpo_alpha: float  # weight of the NLL anchor on the chosen response (0 = plain IPO)
+
+
+@dataclass(frozen=True)
+class RL(Optim, Adapter):
+    """`rloo` (and `int.rloo` over it): train_rloo keys, the prompt pool and the adapter."""
+    reward: str  # binary | format | shaped (task.REWARDS)
+    steps: int  # optimizer steps (one batch of rollouts each, times ppo_epochs)
+    group_size: int  # rollouts per prompt (G)
+    prompts_per_step: int  # prompts per step, split across processes
+    kl_coef: float  # k3 KL to the reference policy; 0 = no reference forward
+    is_clip: float  # clip of the per-rollout importance weight pi / mu
+    entropy_coef: float  # entropy bonus
+    loss_agg: str  # sum: sequence log-prob (S4 eq. 3) | mean: per-token mean
+    rl_coef: float  # lambda_RL: weight of the policy-gradient term
+    ppo_epochs: int  # updates per batch of rollouts (> 1 makes the IS weight matter)
+    micro_batch: int | None  # sequences per forward/backward; null = all
+    curriculum: bool  # S1 Alg. 1: success-gated tiers of (operand count, target bin)
+    curriculum_target_bins: int  # target-magnitude bins per operand count
+    curriculum_window: int  # steps of rollout accuracy averaged before a tier unlocks
+    curriculum_threshold: float  # windowed pass rate that unlocks the next tier
+    n_problems: int | None  # prompt pool: the first N train problems (null = all)
+    gen_batch_size: int  # sequences per generate call (part of the sampling seed)
+    sampler: Sampler  # the rollout sampler
+
+
+@dataclass(frozen=True)
+class OPD(RL):
+    """`opd` / `opd_ac`: RL keys plus the teacher's (on-policy distillation)."""
+    distill_coef: float  # lambda_KL: weight of the forward KL to the teacher
+    distill_temperature: float  # T: both distributions softened by 1/T
+    teacher_strategy: str | None  # teacher prompt's hint: direct | search | null = none

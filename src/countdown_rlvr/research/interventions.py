@@ -30,6 +30,7 @@ phase, called by the stage in order, and the metrics built from their results.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections import Counter
@@ -39,6 +40,7 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
+from ..config import RL, SFT
 from ..eval import pass_at_k
 from ..evaluate import evaluate_policy
 from ..model import policy_ref
@@ -49,7 +51,7 @@ from ..task.solve import fmt
 from ..task.verify import _CLAIM  # the verifier's "a op b = c" claim pattern, reused as is
 from ..traces import solver_traces
 from ..train.rloo import train_rloo
-from ..train.run import frozen_copy, init_policy, open_live, save_policy
+from ..train.runtime import fit_and_save, frozen_copy, init_policy
 from ..train.sft import train_sft
 from . import untrained
 
@@ -284,18 +286,16 @@ def find_unsolved(policy: tuple, problems: Sequence[dict], k: int, sampler: dict
     return unsolved, by_problem
 
 
-def train_patch(name: str, examples: list, cfg: dict, sec: dict, init: str, out: str) -> tuple:
+def train_patch(name: str, examples: list, cfg: SFT, init: str, out: str) -> tuple:
     """Phases 3 and 5: SFT from the policy in `init` (the SFT policy) -> out, curves in
     dvclive/int/<name>; (model, tok, summary). No examples: `init` saved unchanged as out."""
-    model, tok = init_policy("int", init, sec)
+    model, tok = init_policy("int", init, cfg)
     if not examples:
         print(f"[int] warning: no {name} examples; saving the SFT policy unchanged as {out}")
         untrained(init, out, f"int/{name}")
         return model, tok, {"trained": False, "examples": 0}
-    live, stats = open_live(f"int/{name}"), {}
-    model = train_sft(model, tok, examples, cfg, live=live, stats=stats)
-    save_policy(model, tok, out)
-    live.end()
+    model, stats = fit_and_save(f"int/{name}", tok, out, lambda live, stats: train_sft(
+        model, tok, examples, cfg, live, stats))
     return model, tok, {"trained": True, **{k: stats[k] for k in TRAIN_SUMMARY}}
 
 
@@ -309,19 +309,17 @@ def split_heldout(unsolved: Sequence[dict], frac: float, seed: int) -> tuple[lis
             [p for i, p in enumerate(unsolved) if i in held])
 
 
-def train_rl(model, tok, problems: Sequence[dict], cfg: dict, style: str, init: str,
+def train_rl(model, tok, problems: Sequence[dict], cfg: RL, style: str, init: str,
              out: str, curves: str = "rloo") -> dict[str, Any]:
     """Phase 4: RLOO of `model` (saved in `init`, the KL reference) on `problems` -> out,
     curves in dvclive/int/<curves>; the summary. No problems: `init` saved unchanged as out.
     The patched policy (InT) and the plain SFT policy (S3's "RL on the same problems with the
     same config" arm) both go through here with one config."""
     if problems:
-        live, stats = open_live(f"int/{curves}"), {}
-        ref_model = frozen_copy(init) if cfg["kl_coef"] > 0 else None
-        model = train_rloo(model, tok, problems, cfg, ref_model=ref_model, prompt_style=style,
-                           live=live, stats=stats)
-        save_policy(model, tok, out)
-        live.end()
+        ref_model = frozen_copy(init) if cfg.kl_coef > 0 else None
+        _, stats = fit_and_save(f"int/{curves}", tok, out, lambda live, stats: train_rloo(
+            model, tok, problems, cfg, ref_model=ref_model, prompt_style=style, live=live,
+            stats=stats))
         return {"trained": True, "n_problems": len(problems), **{k: stats[k] for k in RL_SUMMARY}}
     print(f"[int] warning: no problems to run RL on; saving {init} unchanged as {out}")
     untrained(init, out, f"int/{curves}")
@@ -329,16 +327,15 @@ def train_rl(model, tok, problems: Sequence[dict], cfg: dict, style: str, init: 
 
 
 def train_solver_baseline(unsolved: Sequence[dict], style: str, styles: Sequence[str], seed: int,
-                          cfg: dict, sec: dict, init: str, out: str,
-                          steps: int | None = None) -> dict[str, Any]:
+                          cfg: SFT, init: str, out: str, steps: int | None = None) -> dict[str, Any]:
     """Phase 5: the full-solution baseline, SFT from `init` on one solver solution per
     unsolved problem -> out; the summary. steps: the patch's optimizer steps, so both get the
     same budget (the patch has few examples: epochs alone gave it 4 steps against the
     baseline's 28-32); None (no patch was trained) = the configured budget."""
     if steps is not None:
-        cfg = {**cfg, "max_steps": steps}
+        cfg = dataclasses.replace(cfg, max_steps=steps)
     _, _, summary = train_patch("solver_sft", solver_examples(unsolved, style, styles, seed),
-                                cfg, sec, init, out)
+                                cfg, init, out)
     return summary
 
 

@@ -4,53 +4,36 @@ log-probs, with the optional RPO/NLL anchor on the chosen response.
 The policy and a frozen reference (the SFT policy) score the same (prompt, chosen) and
 (prompt, rejected) sequences; the reference's scores never change, so they are computed
 once, without grad, before training. Everything else (accelerate, seeded shuffle, AdamW,
-warm-up + schedule, clipping, the stop rule) is train_sft's machinery: the loop runs the
+warm-up + schedule, clipping, the stop rule, the log) is runtime.py's: the loop runs the
 same under `python` and `accelerate launch --num_processes N` (batch_size = pairs per
 global step).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
+from ..config import IPO
 from ..logprobs import sequence_logprobs
 from .losses import ipo_loss
-from .sft import (
-    check_config,
-    collate,
-    example_row,
+from .runtime import (
+    StepLog,
+    epochs,
+    first_final,
     optimizer_step,
     pad_token_id,
     prepare_loop,
+    reduce_sum,
     setup_run,
     stop_reason,
-    window_means,
+    supervised_summary,
 )
+from .sft import collate, example_row
 
-# IPO's own cfg keys (the rest are train_sft's, see SFT_DEFAULTS; `pack` does not apply).
-IPO_DEFAULTS: dict[str, Any] = {
-    "beta": 0.1,  # S1: target margin 1/(2 beta) = 5 nats per token (length-normalised)
-    "rpo_alpha": 0.0,  # weight of the chosen-response NLL anchor (S1: 0.1)
-}
 # per-step curves, in the order of the `counts` the loop sums over processes
 CURVES = ("loss", "ipo", "margin", "pref_acc", "chosen_reward", "rejected_reward", "chosen_nll")
-
-
-def ipo_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    """cfg with defaults filled in; ValueError naming the fix for a bad key or value."""
-    out = {**IPO_DEFAULTS, **check_config({k: v for k, v in cfg.items() if k not in IPO_DEFAULTS}),
-           **{k: cfg[k] for k in IPO_DEFAULTS if k in cfg}}
-    if out["pack"]:
-        raise ValueError("`pack` does not apply to preference pairs; remove it")
-    if not (isinstance(out["beta"], (int, float)) and out["beta"] > 0):
-        raise ValueError(f"`beta` must be > 0, got {out['beta']!r}")
-    if not (isinstance(out["rpo_alpha"], (int, float)) and out["rpo_alpha"] >= 0):
-        raise ValueError(f"`rpo_alpha` must be >= 0, got {out['rpo_alpha']!r}")
-    return out
 
 
 def pair_rows(tokenizer, pairs: list[dict], max_len: int) -> list[tuple[tuple, tuple]]:
@@ -88,94 +71,62 @@ def pair_logprobs(model, rows: list[tuple[tuple, tuple]], pad_id: int,
     return out
 
 
-def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: dict[str, Any],
-              live=None, stats: dict[str, Any] | None = None):
+def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=None,
+              stats: dict[str, Any] | None = None):
     """IPO-train `model` against the frozen `ref_model`; returns the (unwrapped) trained model.
 
-    pairs: rows with `prompt`, `chosen`, `rejected` (data/pairs/pairs.jsonl). cfg: IPO_DEFAULTS
-    plus train_sft's keys. live: dvclive.Live (main process) for per-step curves.
-    stats: optional dict filled with a summary (steps, curves' first / final values, timing).
+    pairs: rows with `prompt`, `chosen`, `rejected` (data/pairs/pairs.jsonl). live: dvclive.Live
+    (main process) for per-step curves. stats: optional dict filled with a summary (steps,
+    curves' first / final values, timing).
     """
-    cfg = ipo_config(cfg)
     if not pairs:
         raise ValueError("no preference pairs")
-    accelerator = setup_run(cfg)
-    n_proc, main = accelerator.num_processes, accelerator.is_main_process
+    accelerator = setup_run(cfg.batch_size, cfg.seed)
+    n_proc = accelerator.num_processes
     pad_id = pad_token_id(tokenizer)
-    rows = pair_rows(tokenizer, pairs, cfg["max_len"])
+    rows = pair_rows(tokenizer, pairs, cfg.max_len)
     if not rows:
-        raise ValueError(f"no pair has a chosen and a rejected token within max_len={cfg['max_len']}")
+        raise ValueError(f"no pair has a chosen and a rejected token within max_len={cfg.max_len}")
     # every process scores all pairs: cheap next to training, and no gather needed
-    ref = pair_logprobs(ref_model.to(accelerator.device), rows, pad_id, cfg["batch_size"])
+    ref = pair_logprobs(ref_model.to(accelerator.device), rows, pad_id, cfg.batch_size)
     items = [(c, r, lp) for (c, r), lp in zip(rows, ref)]
 
     model, loop = prepare_loop(accelerator, model, items, cfg, lambda b: collate_pairs(b, pad_id))
-    scheduler, loader, sampler, total = loop.scheduler, loop.loader, loop.sampler, loop.total
-    steps_per_epoch = len(loader)
-    if main:
-        print(f"[ipo] {len(pairs)} pairs -> {len(rows)} within max_len={cfg['max_len']}, "
-              f"{total} steps of {cfg['batch_size']} pairs on {n_proc} process(es), "
-              f"beta={cfg['beta']} (target margin {1 / (2 * cfg['beta']):g}), "
-              f"rpo_alpha={cfg['rpo_alpha']}", flush=True)
+    if accelerator.is_main_process:
+        print(f"[ipo] {len(pairs)} pairs -> {len(rows)} within max_len={cfg.max_len}, "
+              f"{loop.total} steps of {cfg.batch_size} pairs on {n_proc} process(es), "
+              f"beta={cfg.beta} (target margin {1 / (2 * cfg.beta):g}), "
+              f"rpo_alpha={cfg.rpo_alpha}", flush=True)
 
     model.train()
-    t0, step, epoch, stop, seen = time.time(), 0, 0, None, 0
-    curve: list[tuple[float, ...]] = []
-    bar = tqdm(total=total, disable=not main, desc="ipo", mininterval=5)
-    while stop is None:
-        sampler.set_epoch(epoch)
-        for batch in loader:
-            lp = _mean_logprobs(model, batch).view(-1, 2)  # B x [chosen, rejected]
-            out = ipo_loss(lp[:, 0], lp[:, 1], batch["ref"][:, 0], batch["ref"][:, 1],
-                           beta=float(cfg["beta"]), rpo_alpha=float(cfg["rpo_alpha"]))
-            grad_norm = optimizer_step(accelerator, model, loop, out.loss.mean(), cfg["grad_clip"])
-            step += 1
-
-            # sums over this process's pairs, then over processes; / n = means per pair
-            with torch.no_grad():
-                counts = torch.stack([
-                    out.loss.sum(), out.ipo.sum(), out.margin.sum(), (out.margin > 0).sum(),
-                    out.chosen_reward.sum(), out.rejected_reward.sum(), -lp[:, 0].sum(),
-                    torch.tensor(len(lp), device=lp.device),
-                    batch["attention_mask"].sum()]).float()
-            if n_proc > 1:
-                counts = accelerator.reduce(counts, reduction="sum")
-            means = (counts[:-2] / counts[-2]).tolist()
-            seen += int(counts[-1])
-            curve.append(tuple(means))
-            if live is not None and main:
-                for name, value in zip(CURVES, means):
-                    live.log_metric(f"train/{name}", value)
-                live.log_metric("train/lr", scheduler.get_last_lr()[0])
-                live.log_metric("train/grad_norm", float(grad_norm))
-                live.next_step()
-            bar.update(1)
-            if main and (step % cfg["log_every"] == 0 or step == total):
-                bar.set_postfix(loss=f"{means[0]:.3f}", margin=f"{means[2]:.3f}",
-                                acc=f"{means[3]:.2f}")
-            stop = stop_reason(accelerator, cfg, step, total, t0)
-            if stop:
-                break
-        epoch += 1
-    bar.close()
-    accelerator.wait_for_everyone()
-    seconds = time.time() - t0
-    first, final = window_means(curve)
-    summary = {
-        "steps": step, "planned_steps": total, "epochs": round(step / steps_per_epoch, 3),
-        "stopped_by": stop, "pairs": len(pairs), "pairs_used": len(rows),
-        "tokens_processed": seen, "seconds": round(seconds, 2),
-        "tokens_per_s": round(seen / max(seconds, 1e-9), 1), "processes": n_proc,
-        **{f"{name}_first": v for name, v in zip(CURVES, first)},
-        **{f"{name}_final": v for name, v in zip(CURVES, final)},
-    }
+    log, seen = StepLog(accelerator, live, loop.total, "ipo", cfg.log_every), 0
+    for step, batch in enumerate(epochs(loop), 1):
+        lp = _mean_logprobs(model, batch).view(-1, 2)  # B x [chosen, rejected]
+        out = ipo_loss(lp[:, 0], lp[:, 1], batch["ref"][:, 0], batch["ref"][:, 1],
+                       beta=float(cfg.beta), rpo_alpha=float(cfg.rpo_alpha))
+        grad_norm = optimizer_step(accelerator, model, loop, out.loss.mean(), cfg.grad_clip)
+        # sums over this process's pairs, then over processes; / n = means per pair
+        with torch.no_grad():
+            counts = reduce_sum(accelerator, torch.stack([
+                out.loss.sum(), out.ipo.sum(), out.margin.sum(), (out.margin > 0).sum(),
+                out.chosen_reward.sum(), out.rejected_reward.sum(), -lp[:, 0].sum(),
+                torch.tensor(len(lp), device=lp.device), batch["attention_mask"].sum()]).float())
+        seen += int(counts[-1])
+        row = dict(zip(CURVES, (counts[:-2] / counts[-2]).tolist()))
+        log.step({**row, "lr": loop.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm)},
+                 (*CURVES, "lr", "grad_norm"), lambda r: {
+                     "loss": f"{r['loss']:.3f}", "margin": f"{r['margin']:.3f}",
+                     "acc": f"{r['pref_acc']:.2f}"})
+        if stop := stop_reason(accelerator, cfg, step, loop.total, log.t0):
+            break
+    model, seconds = log.close(accelerator, model)
+    summary = {**supervised_summary(log, loop, stop, seen, seconds, n_proc), "pairs": len(pairs),
+               "pairs_used": len(rows), **first_final(log.curve, CURVES)}
     if stats is not None:
         stats.update(summary)
-    if main:
+    if accelerator.is_main_process:
         print(f"[ipo] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
               f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, margin "
               f"{summary['margin_first']:.3f} -> {summary['margin_final']:.3f}, pref acc "
               f"{summary['pref_acc_final']:.2f} (stopped by {stop})", flush=True)
-    model = accelerator.unwrap_model(model)
-    model.eval()
     return model

@@ -26,6 +26,7 @@ CPU for a fixed seed, and the same per step for any process count up to float ro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -34,120 +35,22 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-from tqdm.auto import tqdm
 
 from .. import headline
-from ..io import StageError, read_jsonl, require_inputs, write_metrics, write_timing
+from ..config import RL
+from ..io import read_jsonl, require_inputs
 from ..logprobs import token_entropy, token_logprobs
 from ..model import n_parameters, render_prompts
-from ..sampling import derive_seed, generate, sampler_params
+from ..sampling import derive_seed, generate
 from ..task import get_reward, solve_prompt, verify
-from ..traces import STRATEGY_HINTS, strategy_prompt
-from .losses import (
-    LOSS_AGGREGATIONS,
-    clipped_is_weight,
-    forward_kl,
-    rloo_advantages,
-    rloo_policy_loss,
-)
-from .sft import _optimizer, is_main_process, pad_token_id, setup_run
+from ..traces import strategy_prompt
+from .losses import clipped_is_weight, forward_kl, rloo_advantages, rloo_policy_loss
+from .runtime import StepLog, adamw, first_final, fit_and_save, pad_token_id, reduce_sum, setup_run
 
-# cfg keys of train_rloo and their defaults (S4 Table 5 where it has a value; None = required).
-RLOO_DEFAULTS: dict[str, Any] = {
-    "reward": "binary",  # binary | format | shaped (task.REWARDS)
-    "steps": None,  # optimizer steps (one batch of rollouts each, times ppo_epochs)
-    "lr": None,  # AdamW learning rate, constant (S4: 1e-5 for a 0.5B model)
-    "group_size": 8,  # rollouts per prompt (G); S1: fewer than 8 flat-lines the LOO baseline
-    "prompts_per_step": 8,  # prompts per step (S4: 128)
-    "kl_coef": 0.001,  # Schulman k3 KL to the reference policy; 0 = no reference forward
-    "is_clip": 10.0,  # clip of the per-rollout importance weight pi / mu (S4: 10)
-    "entropy_coef": 0.001,  # entropy bonus (S4 RLOO / OPD 0.001, anti-collapse 0.01)
-    "loss_agg": "sum",  # sum: sequence log-prob as in S4 eq. 3 | mean: per-token mean per sequence
-    "rl_coef": 1.0,  # lambda_RL: weight of the RLOO policy-gradient term (S4 OPD: 0.5)
-    "ppo_epochs": 1,  # updates per batch of rollouts (>1 makes the IS weight matter)
-    "micro_batch": None,  # sequences per forward/backward (gradient accumulation); null = all
-    "weight_decay": 0.0,  # AdamW decay on weight matrices (S4: 1e-4)
-    "grad_clip": 1.0,  # global gradient-norm clip (0 / null = off)
-    "seed": 0,  # problem order, sampling seeds, initial RNG
-    "curriculum": False,  # S1 Alg. 1: success-gated tiers of (operand count, target bin)
-    "curriculum_target_bins": 2,  # target-magnitude bins per operand count
-    "curriculum_window": 4,  # steps of rollout accuracy averaged before a tier unlocks (W)
-    "curriculum_threshold": 0.3,  # windowed pass rate that unlocks the next tier (tau)
-    "sampler": {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 128},
-    "gen_batch_size": 64,  # sequences per generate call (part of the sampling seed)
-    "log_every": 10,  # steps between console lines (dvclive gets every step)
-}
-# Keys that only make sense with a teacher (on-policy distillation, S4 §3.3).
-OPD_DEFAULTS: dict[str, Any] = {
-    "distill_coef": 0.5,  # lambda_KL: weight of the forward KL to the teacher
-    "distill_temperature": 1.0,  # T: both distributions softened by 1/T (anti-collapse: 1.3)
-    "teacher_strategy": None,  # null: the teacher scores the student's prompt | direct | search hint
-}
-REQUIRED = ("steps", "lr")
 # Per-step diagnostics (dvclive `train/<name>`; metrics JSON `<name>_first` / `<name>_final`).
 DIAGNOSTICS = ("reward_mean", "reward_std", "zero_std_frac", "advantage_std", "response_len",
                "kl", "entropy", "is_weight_mean", "is_clip_frac", "pass_rate", "forward_kl",
                "loss", "grad_norm")
-
-
-# --------------------------------------------------------------------------- config
-def check_rloo_config(cfg: dict[str, Any], teacher: bool = False) -> dict[str, Any]:
-    """cfg with defaults filled in; ValueError naming the fix for unknown / missing / bad keys."""
-    defaults = {**RLOO_DEFAULTS, **(OPD_DEFAULTS if teacher else {})}
-    unknown = sorted(set(cfg) - set(defaults))
-    if unknown:
-        raise ValueError(f"unknown keys {unknown}; valid: {', '.join(defaults)}")
-    missing = [k for k in REQUIRED if cfg.get(k) is None]
-    if missing:
-        raise ValueError(f"missing {missing}")
-    out = {**defaults, **cfg}
-    out["sampler"] = {**RLOO_DEFAULTS["sampler"], **(cfg.get("sampler") or {})}
-    get_reward(out["reward"])  # ValueError listing the valid rewards
-    sampler_params(out["sampler"])  # ValueError naming the bad sampler key / value
-    for key in ("steps", "group_size", "prompts_per_step", "ppo_epochs", "gen_batch_size",
-                "log_every", "curriculum_target_bins", "curriculum_window"):
-        if not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 1):
-            raise ValueError(f"`{key}` must be a positive integer, got {out[key]!r}")
-    if out["group_size"] < 2:
-        raise ValueError(f"`group_size` must be >= 2 (leave-one-out baseline), got {out['group_size']}")
-    if out["micro_batch"] is not None and not (isinstance(out["micro_batch"], int) and out["micro_batch"] >= 1):
-        raise ValueError(f"`micro_batch` must be a positive integer or null, got {out['micro_batch']!r}")
-    if out["loss_agg"] not in LOSS_AGGREGATIONS:
-        raise ValueError(f"unknown loss_agg {out['loss_agg']!r}; valid: {', '.join(LOSS_AGGREGATIONS)}")
-    if not float(out["lr"]) > 0:
-        raise ValueError(f"`lr` must be > 0, got {out['lr']}")
-    if not float(out["is_clip"]) > 0:
-        raise ValueError(f"`is_clip` must be > 0, got {out['is_clip']}")
-    for key in ("kl_coef", "entropy_coef", "rl_coef", "weight_decay", *(["distill_coef"] if teacher else [])):
-        if float(out[key]) < 0:
-            raise ValueError(f"`{key}` must be >= 0, got {out[key]}")
-    if not 0 <= float(out["curriculum_threshold"]) <= 1:
-        raise ValueError(f"`curriculum_threshold` must be in [0, 1], got {out['curriculum_threshold']}")
-    if out["curriculum"] not in (True, False):
-        raise ValueError(f"`curriculum` must be true or false, got {out['curriculum']!r}")
-    if teacher:
-        if not float(out["distill_temperature"]) > 0:
-            raise ValueError(f"`distill_temperature` must be > 0, got {out['distill_temperature']}")
-        if out["teacher_strategy"] is not None and out["teacher_strategy"] not in STRATEGY_HINTS:
-            raise ValueError(f"unknown teacher_strategy {out['teacher_strategy']!r}; valid: null, "
-                             f"{', '.join(STRATEGY_HINTS)}")
-    return out
-
-
-def rloo_config(stage: str, sec: dict[str, Any], *, teacher: bool = False,
-                extra_keys: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The train_rloo config of a params section whose own keys (`extra_keys`: n_problems,
-    the adapter keys, ...) are set aside; StageError naming the fix, before any model is loaded."""
-    valid = [*extra_keys, *RLOO_DEFAULTS, *(OPD_DEFAULTS if teacher else {})]
-    unknown = sorted(set(sec) - set(valid))
-    if unknown:
-        raise StageError(stage, f"params.yaml `{stage}` has unknown keys {unknown}; valid: "
-                                f"{', '.join(valid)}")
-    try:
-        return check_rloo_config({k: v for k, v in sec.items() if k not in extra_keys},
-                                 teacher=teacher)
-    except ValueError as exc:
-        raise StageError(stage, f"{exc} (fix the `{stage}:` section of params.yaml)") from exc
 
 
 # --------------------------------------------------------------------------- problem order
@@ -280,7 +183,7 @@ class _Sums:
             return self.v
         names = sorted(self.v)
         t = torch.tensor([self.v[n] for n in names], dtype=torch.float64, device=accelerator.device)
-        t = accelerator.reduce(t, reduction="sum").cpu().tolist()
+        t = reduce_sum(accelerator, t).cpu().tolist()
         return dict(zip(names, t))
 
     def means(self, accelerator) -> dict[str, float]:
@@ -306,13 +209,13 @@ def group_sums(rewards: torch.Tensor, correct: torch.Tensor, adv: torch.Tensor,
     return sums
 
 
-def rollout_temperature(cfg: dict) -> float:
+def rollout_temperature(cfg: RL) -> float:
     """The temperature T of the rollout sampler. The policy optimised (and KL-regularised) is
     the tempered policy softmax(z / T) that drew the rollouts, so with no top-k / top-p the
     IS weight is 1 on-policy. Scoring T < 1 samples under softmax(z) instead makes every
     confident token look off-policy (pi < mu) and the per-rollout weight prod_t pi / mu swing
     from ~0 to the clip (measured at T = 0.7: rollout pass rate 0.089 -> 0.023 in 60 steps)."""
-    t = float(cfg["sampler"].get("temperature", 1.0))
+    t = float(cfg.sampler.temperature)
     return t if t > 0 else 1.0
 
 
@@ -349,7 +252,7 @@ def reference_logprobs(ref_model, ro: Rollouts, chunks: list, temperature: float
     return out * ro.mask
 
 
-def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: dict,
+def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
           sums: _Sums) -> torch.Tensor:
     """The share of the rollouts `c` (a `micro_batches` row selection) in the loss of the whole
     batch (S4 eq. 3 / eq. 4, Alg. 1 lines 4-9): summed over the micro-batches it is that loss,
@@ -365,24 +268,24 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: dic
     logits = completion_logits(model, ro.input_ids[c, :cols], ro.attention_mask[c, :cols], ro.start)
     tempered = logits / rollout_temperature(cfg)  # the policy that sampled: softmax(z / T)
     logp = token_logprobs(tempered, targets) * m  # with grad
-    ent = token_entropy(tempered if cfg["entropy_coef"] > 0 else tempered.detach())
-    w = clipped_is_weight(logp.sum(-1), ro.sampler_logp[c, :L].sum(-1), float(cfg["is_clip"]))
+    ent = token_entropy(tempered if cfg.entropy_coef > 0 else tempered.detach())
+    w = clipped_is_weight(logp.sum(-1), ro.sampler_logp[c, :L].sum(-1), float(cfg.is_clip))
     # lambda_RL scales the policy-gradient term only: applied to the advantages, so that
     # the KL and entropy coefficients keep their meaning. The token-mean terms are reweighted
     # from this micro-batch's tokens to the batch's before the whole is scaled by seq_w.
     per_token = tok_w / seq_w
     loss, st = rloo_policy_loss(
-        logp, m, adv[c] * float(cfg["rl_coef"]), is_weight=w.weight,
+        logp, m, adv[c] * float(cfg.rl_coef), is_weight=w.weight,
         ref_logp=None if ref_logp is None else ref_logp[c, :L], entropy=ent,
-        kl_coef=float(cfg["kl_coef"]) * per_token,
-        entropy_coef=float(cfg["entropy_coef"]) * per_token, agg=cfg["loss_agg"])
+        kl_coef=float(cfg.kl_coef) * per_token,
+        entropy_coef=float(cfg.entropy_coef) * per_token, agg=cfg.loss_agg)
     if teacher is not None:
         t_ids, t_attn, t_start = ro.teacher
         with torch.no_grad():
             t_logits = completion_logits(teacher, t_ids[c, :t_start + L], t_attn[c, :t_start + L],
                                          t_start)
-        fkl = forward_kl(t_logits, logits, m, float(cfg["distill_temperature"])).sum() / max(n_tok, 1)
-        loss = loss + float(cfg["distill_coef"]) * per_token * fkl
+        fkl = forward_kl(t_logits, logits, m, float(cfg.distill_temperature)).sum() / max(n_tok, 1)
+        loss = loss + float(cfg.distill_coef) * per_token * fkl
         sums.add("forward_kl", fkl.item() * n_tok, n_tok)
     share = loss * seq_w
     sums.add("loss", share.item(), seq_w)  # weights sum to 1 per epoch: the batch loss
@@ -395,144 +298,127 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: dic
 
 
 # --------------------------------------------------------------------------- training
-def train_rloo(model, tok, problems: list[dict], cfg: dict[str, Any], *, ref_model=None,
-               teacher=None, prompt_style: str = "tiny", live=None,
-               stats: dict[str, Any] | None = None):
+def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerator,
+                  prompt_style: str, with_teacher: bool):
+    """Alg. 1 lines 1-2: this process's share of one step's rollouts, G per prompt, as
+    (Rollouts, diagnostics sums, advantages [B] prompt-major, generated tokens).
+
+    Every process draws the step's rollouts exactly as a single process does (one call, one
+    seed) and keeps its share, so the run does not depend on the process count; the update
+    (forward/backward, the memory-heavy part) is what the processes split."""
+    rank, n_proc = accelerator.process_index, accelerator.num_processes
+    every = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in chosen]
+    samples = generate((policy, tok), every, n=cfg.group_size, sampler=dataclasses.asdict(cfg.sampler),
+                       seed=derive_seed(cfg.seed, step, 0), return_logprobs=True,
+                       batch_size=cfg.gen_batch_size, progress=False)[rank::n_proc]
+    local, prompts = chosen[rank::n_proc], every[rank::n_proc]
+    n_tokens = sum(s.n_tokens for group in samples for s in group)
+    verdicts = [[verify(s.text, p["numbers"], p["target"]) for s in group]
+                for p, group in zip(local, samples)]
+    reward_fn = get_reward(cfg.reward)
+    rewards = torch.tensor([[reward_fn(v, p["target"]) for v in vs]
+                            for p, vs in zip(local, verdicts)], dtype=torch.float32)
+    correct = torch.tensor([[float(v.correct) for v in vs] for vs in verdicts])
+    adv = rloo_advantages(rewards).flatten().to(accelerator.device)  # [B], prompt-major
+    t_prompts = None
+    if with_teacher:
+        hint = cfg.teacher_strategy
+        t_prompts = prompts if hint is None else [strategy_prompt(p, hint) for p in prompts]
+    ro = pack_rollouts(tok, prompts, samples, accelerator.device, t_prompts)
+    return ro, group_sums(rewards, correct, adv.cpu(), ro.mask.cpu()), adv, n_tokens
+
+
+def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_model, teacher,
+           cfg: RL, sums: _Sums) -> None:
+    """Alg. 1 lines 3-11: ppo_epochs optimizer steps on one batch of rollouts, micro-batched."""
+    chunks = micro_batches(ro.mask.sum(-1), cfg.micro_batch)
+    # the reference is fixed within a step: one forward, no grad
+    ref_logp = (None if ref_model is None else
+                reference_logprobs(ref_model, ro, chunks, rollout_temperature(cfg)))
+    for _ in range(cfg.ppo_epochs):
+        for c in chunks:  # gradient accumulation: the shares add up to the batch loss
+            accelerator.backward(_loss(model, ro, c, adv, ref_logp, teacher, cfg, sums))
+        if cfg.grad_clip:
+            gn = accelerator.clip_grad_norm_(model.parameters(), float(cfg.grad_clip))
+            sums.add("grad_norm", float(gn), 1)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, teacher=None,
+               prompt_style: str = "tiny", live=None, stats: dict[str, Any] | None = None):
     """RLOO on `problems` (dicts with `numbers` and `target`); OPD when `teacher` is given.
 
     model: the policy to train (full model or peft adapter); ref_model: frozen reference for the
     k3 KL (used only when kl_coef > 0); teacher: frozen teacher sharing the tokenizer family
-    (its logits are cut to the shared vocabulary). cfg: RLOO_DEFAULTS (+ OPD_DEFAULTS with a
-    teacher). live: dvclive.Live (main process) for `train/<diagnostic>` curves. stats: filled
-    with first / final (mean over the first / last 10% of steps) of every diagnostic, steps,
-    seconds. Returns the trained (unwrapped) model in eval mode.
+    (its logits are cut to the shared vocabulary; cfg is then an OPD config). live:
+    dvclive.Live (main process) for `train/<diagnostic>` curves. stats: filled with first /
+    final (mean over the first / last 10% of steps) of every diagnostic, steps, seconds.
+    Returns the trained (unwrapped) model in eval mode.
     """
-    cfg = check_rloo_config(cfg, teacher=teacher is not None)
-    reward_fn = get_reward(cfg["reward"])
+    get_reward(cfg.reward)  # ValueError listing the valid rewards, before any model work
     if not problems:
         raise ValueError("no training problems")
-    if cfg["kl_coef"] > 0 and ref_model is None:
-        raise ValueError("kl_coef > 0 needs a ref_model (e.g. train.run.frozen_copy of the init policy)")
+    if cfg.kl_coef > 0 and ref_model is None:
+        raise ValueError("kl_coef > 0 needs a ref_model (e.g. train.runtime.frozen_copy of the init policy)")
     # the prompts of a step are the batch that processes split (each samples its share)
-    accelerator = setup_run({"batch_size": cfg["prompts_per_step"], "seed": cfg["seed"]})
-    n_proc, rank, main = accelerator.num_processes, accelerator.process_index, accelerator.is_main_process
-    device, kind = accelerator.device, "OPD" if teacher is not None else "RLOO"
-
-    G, K, seed = cfg["group_size"], cfg["prompts_per_step"], cfg["seed"]
-    ref_model = ref_model if cfg["kl_coef"] > 0 else None  # kl_coef 0: no reference forward
+    accelerator = setup_run(cfg.prompts_per_step, cfg.seed)
+    n_proc, kind = accelerator.num_processes, "OPD" if teacher is not None else "RLOO"
+    G, K = cfg.group_size, cfg.prompts_per_step
+    ref_model = ref_model if cfg.kl_coef > 0 else None  # kl_coef 0: no reference forward
     for m in (ref_model, teacher):
         if m is not None:
-            m.to(device).eval().requires_grad_(False)
-    curriculum = (Curriculum(curriculum_tiers(problems, cfg["curriculum_target_bins"]),
-                             cfg["curriculum_window"], float(cfg["curriculum_threshold"]))
-                  if cfg["curriculum"] else None)
-    optimizer = _optimizer(model, float(cfg["lr"]), float(cfg["weight_decay"]))
-    model, optimizer = accelerator.prepare(model, optimizer)
+            m.to(accelerator.device).eval().requires_grad_(False)
+    curriculum = (Curriculum(curriculum_tiers(problems, cfg.curriculum_target_bins),
+                             cfg.curriculum_window, float(cfg.curriculum_threshold))
+                  if cfg.curriculum else None)
+    model, optimizer = accelerator.prepare(model, adamw(model, cfg))
     policy = accelerator.unwrap_model(model)  # the sampler's view of the live weights
-    if main:
-        print(f"[{kind}] {len(problems)} problems, {cfg['steps']} steps of {K} prompts x {G} "
-              f"rollouts, reward {cfg['reward']}, on {n_proc} process(es)", flush=True)
+    if accelerator.is_main_process:
+        print(f"[{kind}] {len(problems)} problems, {cfg.steps} steps of {K} prompts x {G} "
+              f"rollouts, reward {cfg.reward}, on {n_proc} process(es)", flush=True)
 
-    t0, gen_s, upd_s, gen_tokens, zero_groups = time.time(), 0.0, 0.0, 0, 0
-    curve: list[dict[str, float]] = []
-    bar = tqdm(total=cfg["steps"], disable=not main, desc=kind.lower(), mininterval=5)
+    gen_s, upd_s, gen_tokens, zero_groups = 0.0, 0.0, 0, 0
+    log = StepLog(accelerator, live, cfg.steps, kind.lower(), cfg.log_every)
     model.train()
-    for step in range(cfg["steps"]):
-        # ---- Alg. 1 lines 1-2: this process's prompts, G rollouts each, rewards, advantages
+    for step in range(cfg.steps):
         pool = curriculum.pool() if curriculum else None
-        chosen = [problems[i] for i in step_problems(len(problems), K, step, seed, pool)]
+        chosen = [problems[i] for i in step_problems(len(problems), K, step, cfg.seed, pool)]
         tg = time.time()
-        # Every process draws the step's rollouts exactly as a single process does (one call,
-        # one seed) and keeps its share, so the run does not depend on the process count;
-        # the update (forward/backward, the memory-heavy part) is what the processes split.
-        every = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in chosen]
-        samples = generate((policy, tok), every, n=G, sampler=cfg["sampler"],
-                           seed=derive_seed(seed, step, 0), return_logprobs=True,
-                           batch_size=cfg["gen_batch_size"], progress=False)[rank::n_proc]
-        local, prompts = chosen[rank::n_proc], every[rank::n_proc]
-        gen_s, tu = gen_s + time.time() - tg, time.time()
-        gen_tokens += sum(s.n_tokens for group in samples for s in group)
-        verdicts = [[verify(s.text, p["numbers"], p["target"]) for s in group]
-                    for p, group in zip(local, samples)]
-        rewards = torch.tensor([[reward_fn(v, p["target"]) for v in vs]
-                                for p, vs in zip(local, verdicts)], dtype=torch.float32)
-        correct = torch.tensor([[float(v.correct) for v in vs] for vs in verdicts])
-        adv = rloo_advantages(rewards).flatten().to(device)  # [B], prompt-major
-        t_prompts = None
-        if teacher is not None:
-            hint = cfg["teacher_strategy"]
-            t_prompts = prompts if hint is None else [strategy_prompt(p, hint) for p in prompts]
-        ro = pack_rollouts(tok, prompts, samples, device, t_prompts)
-        sums = group_sums(rewards, correct, adv.cpu(), ro.mask.cpu())
-
-        # ---- lines 3-11: ppo_epochs updates on this batch, micro-batched
-        chunks = micro_batches(ro.mask.sum(-1), cfg["micro_batch"])
-        # the reference is fixed within a step: one forward, no grad
-        ref_logp = (None if ref_model is None else
-                    reference_logprobs(ref_model, ro, chunks, rollout_temperature(cfg)))
-        for _ in range(cfg["ppo_epochs"]):
-            for c in chunks:  # gradient accumulation: the shares add up to the batch loss
-                accelerator.backward(_loss(model, ro, c, adv, ref_logp, teacher, cfg, sums))
-            if cfg["grad_clip"]:
-                gn = accelerator.clip_grad_norm_(model.parameters(), float(cfg["grad_clip"]))
-                sums.add("grad_norm", float(gn), 1)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+        ro, sums, adv, n_tokens = step_rollouts(policy, tok, chosen, cfg, step, accelerator,
+                                                prompt_style, teacher is not None)
+        gen_s, tu, gen_tokens = gen_s + time.time() - tg, time.time(), gen_tokens + n_tokens
+        update(accelerator, model, optimizer, ro, adv, ref_model, teacher, cfg, sums)
         upd_s += time.time() - tu
-
-        # ---- diagnostics, over every process
-        row = sums.means(accelerator)
+        row = sums.means(accelerator)  # diagnostics, over every process
         zero_groups += round(row["zero_std_frac"] * K)  # a count, for two-proportion tests
         if curriculum:
             row["tier"] = float(curriculum.level)  # the tier this step's prompts came from
             curriculum.update(row["pass_rate"])  # the same value on every process: same level
-        curve.append(row)
-        if live is not None and main:
-            for k in (*DIAGNOSTICS, "tier"):
-                if k in row:
-                    live.log_metric(f"train/{k}", row[k])
-            live.next_step()
-        bar.update(1)
-        if main and ((step + 1) % cfg["log_every"] == 0 or step + 1 == cfg["steps"]):
-            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", pass_rate=f"{row['pass_rate']:.3f}",
-                            zero_std=f"{row['zero_std_frac']:.2f}")
-    bar.close()
-    accelerator.wait_for_everyone()
-    seconds = time.time() - t0
+        log.step(row, (*DIAGNOSTICS, "tier"), lambda r: {"reward": f"{r['reward_mean']:.3f}",
+                 "pass_rate": f"{r['pass_rate']:.3f}", "zero_std": f"{r['zero_std_frac']:.2f}"})
+    model, seconds = log.close(accelerator, model)
+    steps = len(log.curve)
     summary: dict[str, Any] = {
-        "steps": len(curve), "seconds": round(seconds, 2), "generate_seconds": round(gen_s, 2),
+        "steps": steps, "seconds": round(seconds, 2), "generate_seconds": round(gen_s, 2),
         "update_seconds": round(upd_s, 2), "processes": n_proc,
-        "rollouts": len(curve) * K * G, "generated_tokens": gen_tokens * n_proc,  # approx. on N > 1
+        "rollouts": steps * K * G, "generated_tokens": gen_tokens * n_proc,  # approx. on N > 1
         "generated_tokens_per_s": round(gen_tokens * n_proc / max(gen_s, 1e-9), 1),
-        **first_final(curve),
-        "zero_std_groups": zero_groups, "groups": len(curve) * K,
+        **first_final(log.curve, DIAGNOSTICS),
+        "zero_std_groups": zero_groups, "groups": steps * K,
         # curriculum: the tier of the last step, and the step each later tier unlocked at
-        "tier_final": int(curve[-1]["tier"]) if curriculum else None,
-        "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < len(curve)] if curriculum else [],
+        "tier_final": int(log.curve[-1]["tier"]) if curriculum else None,
+        "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < steps] if curriculum else [],
     }
     summary["tier_unlock_step"] = (summary["tier_unlock_steps"] or [None])[0]
     if stats is not None:
         stats.update(summary)
-    if main:
-        print(f"[{kind}] {len(curve)} steps in {seconds:.1f}s (generate {gen_s:.1f}s), reward "
+    if accelerator.is_main_process:
+        print(f"[{kind}] {steps} steps in {seconds:.1f}s (generate {gen_s:.1f}s), reward "
               f"{summary['reward_mean_first']:.3f} -> {summary['reward_mean_final']:.3f}, pass rate "
               f"{summary['pass_rate_first']:.3f} -> {summary['pass_rate_final']:.3f}, zero-std "
               f"groups {summary['zero_std_frac_final']:.2f}", flush=True)
-    model = accelerator.unwrap_model(model)
-    model.eval()
     return model
-
-
-def first_final(curve: list[dict[str, float]]) -> dict[str, float | None]:
-    """`<name>_first` / `<name>_final`: means over the first / last 10% of the steps (less noisy
-    than one step) of every diagnostic; None for one not logged at every step (e.g. no KL)."""
-    w, out = max(1, len(curve) // 10), {}
-    for k in DIAGNOSTICS:
-        vals = [r[k] for r in curve if k in r]
-        full = bool(vals) and len(vals) == len(curve)
-        out[f"{k}_first"] = sum(vals[:w]) / w if full else None
-        out[f"{k}_final"] = sum(vals[-w:]) / w if full else None
-    return out
 
 
 # --------------------------------------------------------------------------- stage side
@@ -543,39 +429,26 @@ TIMING_KEYS = ("seconds", "generate_seconds", "update_seconds", "processes", "ge
 def first_problems(stage: str, path: str | Path, n: int | None) -> list[dict]:
     """The first `n` problems of a problems file (all when null): the generator already
     shuffled them, so the first N are a seeded random subset."""
-    if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
-        raise StageError(stage, f"{stage}.n_problems must be a positive integer or null, got {n!r}")
     require_inputs(stage, path)
     return read_jsonl(path)[:n]
 
 
-def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: dict[str, Any],
-                    out_dir: str | Path, *, ref_model=None, teacher=None, prompt_style: str = "tiny",
+def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RL, out_dir: str | Path,
+                    *, ref_model=None, teacher=None, prompt_style: str = "tiny",
                     extra_metrics: dict[str, Any] | None = None):
-    """train_rloo with dvclive/<stage> curves, save the policy atomically to `out_dir`, and
-    write reports/details|metrics/<stage>.json (reproducible numbers) and reports/timings/<stage>.json."""
-    from .run import open_live, save_policy
+    """train_rloo with dvclive/<stage> curves; saves to `out_dir`, writes the metrics."""
+    def train(live, stats):
+        return train_rloo(model, tok, problems, cfg, ref_model=ref_model, teacher=teacher,
+                          prompt_style=prompt_style, live=live, stats=stats)
 
-    live = open_live(stage)
-    stats: dict[str, Any] = {}
-    model = train_rloo(model, tok, problems, cfg, ref_model=ref_model, teacher=teacher,
-                       prompt_style=prompt_style, live=live, stats=stats)
-    if not is_main_process():
-        return model
-    save_policy(model, tok, out_dir)
-    live.end()
-    diag = {k: (None if v is None else round(v, 6)) for k, v in stats.items()
-            if k.endswith(("_first", "_final"))}
-    metrics = {
-        **(extra_metrics or {}),
-        "reward": cfg["reward"], "steps": stats["steps"], "rollouts": stats["rollouts"],
-        "group_size": cfg["group_size"], "prompts_per_step": cfg["prompts_per_step"],
-        "n_problems": len(problems), "n_params": n_parameters(model), **diag,
-        **{k: stats[k] for k in ("zero_std_groups", "groups", "tier_unlock_step", "tier_unlock_steps")},
-    }
-    write_metrics(stage, metrics, headline.rl)
-    write_timing(stage, {k: stats[k] for k in TIMING_KEYS})
-    print(f"[{stage}] wrote {out_dir}, reports/metrics/{stage}.json (details in reports/details/), "
-          f"reports/timings/{stage}.json, "
-          f"dvclive/{stage} ({stats['steps']} steps, {stats['seconds']:.0f} s)")
-    return model
+    def metrics(model, stats: dict[str, Any]) -> dict[str, Any]:
+        diag = {k: (None if v is None else round(v, 6)) for k, v in stats.items()
+                if k.endswith(("_first", "_final"))}
+        return {**(extra_metrics or {}), "reward": cfg.reward, "steps": stats["steps"],
+                "rollouts": stats["rollouts"], "group_size": cfg.group_size,
+                "prompts_per_step": cfg.prompts_per_step, "n_problems": len(problems),
+                "n_params": n_parameters(model), **diag,
+                **{k: stats[k] for k in ("zero_std_groups", "groups", "tier_unlock_step",
+                                         "tier_unlock_steps")}}
+
+    return fit_and_save(stage, tok, out_dir, train, metrics, headline.rl, TIMING_KEYS)[0]
