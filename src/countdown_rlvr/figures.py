@@ -22,7 +22,7 @@ from .io import atomic_path
 if TYPE_CHECKING:  # type only: report.py imports this module
     from .report import Inputs
 
-RL_RUNS = ("rloo", "opd", "opd_ac")  # runs with per-step dvclive curves
+RL_RUNS = ("rloo", "rloo_shaped", "opd", "opd_ac")  # runs with per-step dvclive curves
 # dvclive metric (TSV file stem, under any sub-folder such as train/) -> panel title
 CURVES = {"reward_mean": "reward mean", "zero_std_frac": "fraction of zero-std groups",
           "kl": "KL to reference (k3)", "entropy": "entropy"}
@@ -82,7 +82,7 @@ def fig_splits(inp: Inputs) -> Figure:
     for ax, k in zip(axes, (1, kmax)):
         series = {f"{m}-number": [e["test"].get(f"n{m}", {}).get(f"pass@{k}")
                                   for e in evals.values()] for m in (3, 4)}
-        series["OOD (5-6)"] = [e.get("ood", {}).get(f"pass@{k}") for e in evals.values()]
+        series["OOD"] = [e.get("ood", {}).get(f"pass@{k}") for e in evals.values()]
         _grouped_bars(ax, list(evals), series, f"pass@{k}")
         ax.set_title(f"pass@{k} by operand count")
     return fig

@@ -299,12 +299,20 @@ def policies_table(ctx: Context) -> list[str]:
         for p in ctx.inp.policies if not p.startswith("distill_")]
     return ["## Policies (S4 Table 1)", "",
             ("Unbiased pass@k on the held-out 3-4-number test split, its 3-/4-number parts "
-             "and the OOD split (5-6 numbers, targets 250-1000). The difference from "
+             f"and the OOD split ({_ood_operands(ctx)} numbers, targets from "
+             "`problems.ood_target_range`, beyond the training targets). The difference from "
              f"`{ref}` and its p-values use every sample: the pass@{k1} difference with its "
              "paired bootstrap interval over problems, and the paired sign-flip permutation "
              "test on per-problem pass@k. The last column is McNemar on sample 0 alone "
              "(S0's test), which throws away all other samples."), "",
             *_table(header, rows), *ctx.figure("pass_at_k"), *ctx.figure("splits")]
+
+
+def _ood_operands(ctx: Context) -> str:
+    """The OOD split's operand counts, from the `n<m>` parts of its eval metrics ("?" if none)."""
+    counts = sorted({int(key[1:]) for m in ctx.inp.evals().values()
+                     for key in m.get("ood", {}) if key[:1] == "n" and key[1:].isdigit()})
+    return "/".join(map(str, counts)) or "?"
 
 
 def best_of_n_tables(ctx: Context) -> list[str]:
@@ -385,7 +393,7 @@ def training_tables(ctx: Context) -> list[str]:
             run, _f(m.get("reward")), _f(m.get("steps")), _arrow(m, "reward_mean"),
             _arrow(m, "pass_rate"), _arrow(m, "zero_std_frac"), _arrow(m, "kl", 4),
             _arrow(m, "entropy"), _arrow(m, "forward_kl", 4)])
-    return lines + ["### RLOO, OPD and anti-collapse OPD", "",
+    return lines + ["### RLOO (binary and shaped reward), OPD and anti-collapse OPD", "",
                     ("Per-step diagnostics, first → final (means over the first and last "
                      "10% of the steps); NA = not logged by that run."), "",
                     *_table(header, rows), *ctx.figure("rl_curves")]
