@@ -5,20 +5,17 @@ from pathlib import Path
 
 from countdown_rlvr import headline
 from countdown_rlvr.compare import compare_markdown, compare_policies
-from countdown_rlvr.eval import read_records
-from countdown_rlvr.io import StageError, load_params, section, write_metrics, write_text
-
-COMPARE_KEYS = ("pairs", "ks", "seed", "splits", "exact", "n_boot", "alpha", "boot_seed")
+from countdown_rlvr.config import Compare, Evaluate, from_section
+from countdown_rlvr.io import StageError, load_params, write_metrics, write_text
+from countdown_rlvr.metrics import read_records
 
 
 def main() -> None:
     params = load_params()
-    c = section(params, "compare", required=COMPARE_KEYS)
-    policies = section(params, "evaluate", required=("policies",))["policies"]
-    pairs = c["pairs"] or []
-    for pair in pairs:
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise StageError("compare", f"each `compare.pairs` entry must be [a, b], got {pair!r}")
+    cfg = from_section(Compare, "compare", params, "compare")  # fails before any work
+    policies = from_section(Evaluate, "compare", params, "evaluate").policies
+    pairs = cfg.pairs or []
+    for pair in pairs:  # each an [a, b] pair of names (config.RULES)
         unknown = [x for x in pair if x not in policies]
         if unknown:
             raise StageError("compare", f"`compare.pairs` names {unknown}, not in "
@@ -31,10 +28,9 @@ def main() -> None:
                          + ", ".join(f"`dvc repro evaluate@{m}`" for m in missing))
     records = {name: read_records(path) for name, path in paths.items()}
     try:
-        report = compare_policies(records, pairs, c["ks"], seed=int(c["seed"]),
-                                  splits=c["splits"], exact=bool(c["exact"]),
-                                  n_boot=int(c["n_boot"]), alpha=float(c["alpha"]),
-                                  boot_seed=int(c["boot_seed"]))
+        report = compare_policies(records, pairs, cfg.ks, seed=cfg.seed, splits=cfg.splits,
+                                  exact=cfg.exact, n_boot=cfg.n_boot, alpha=float(cfg.alpha),
+                                  boot_seed=cfg.boot_seed)
     except ValueError as exc:
         raise StageError("compare", f"{exc} (check `compare:` in params.yaml)") from exc
     write_metrics("compare", report, headline.comparison)

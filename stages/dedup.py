@@ -8,13 +8,12 @@ one (problem, prompt), so a repair example is never a duplicate of its plain sol
 from collections import Counter
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import Dedup, from_section
 from countdown_rlvr.dedup import dedup_records, train_val_split
 from countdown_rlvr.io import (
-    StageError,
     load_params,
     read_jsonl,
     require_inputs,
-    section,
     write_jsonl,
     write_metrics,
     write_timing,
@@ -24,19 +23,15 @@ OUT = "data/sft"
 
 
 def main() -> None:
-    p = section(load_params(), "dedup", required=("sources", "threshold", "per_problem", "val_frac", "seed"))
-    if not 0 < p["threshold"] <= 1:
-        raise StageError("dedup", f"dedup.threshold must be in (0, 1], got {p['threshold']}")
-    if not 0 <= p["val_frac"] < 1:
-        raise StageError("dedup", f"dedup.val_frac must be in [0, 1), got {p['val_frac']}")
-    paths = [f"data/traces/{s}.jsonl" for s in p["sources"]]
+    cfg = from_section(Dedup, "dedup", load_params(), "dedup")
+    paths = [f"data/traces/{s}.jsonl" for s in cfg.sources]
     require_inputs("dedup", *paths)
     records = [r for path in paths for r in read_jsonl(path)]
     # the S1 setting compares across problems; MiniLM barely reads numbers, so by default
     # only traces of the same problem are compared (see countdown_rlvr.dedup)
-    kept, metrics = dedup_records(records, threshold=p["threshold"],
-                                  group_key=("problem_id", "prompt") if p["per_problem"] else None)
-    train, val = train_val_split(kept, val_frac=p["val_frac"], seed=p["seed"])
+    kept, metrics = dedup_records(records, threshold=cfg.threshold,
+                                  group_key=("problem_id", "prompt") if cfg.per_problem else None)
+    train, val = train_val_split(kept, val_frac=cfg.val_frac, seed=cfg.seed)
     write_jsonl(f"{OUT}/train.jsonl", train)
     write_jsonl(f"{OUT}/val.jsonl", val)
     metrics["split"] = {"train": len(train), "val": len(val)}

@@ -14,16 +14,9 @@ import sys
 import time
 
 from countdown_rlvr import headline
-from countdown_rlvr.config import Distill, from_section
-from countdown_rlvr.io import (
-    StageError,
-    load_params,
-    require_inputs,
-    section,
-    write_metrics,
-    write_timing,
-)
-from countdown_rlvr.model import configure
+from countdown_rlvr.config import Distill, prompt_style
+from countdown_rlvr.io import StageError, require_inputs, write_metrics, write_timing
+from countdown_rlvr.model import load_stage
 from countdown_rlvr.research import untrained
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples, read_repairs
 from countdown_rlvr.train.runtime import init_policy
@@ -33,15 +26,13 @@ POLICY, REPAIRS = "data/models/sft", "data/repair/repairs.parquet"
 
 
 def main(argv: list[str]) -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    cfg = from_section(Distill, "distill", params, "distill")  # fails before any work
+    params, cfg = load_stage("distill", Distill)  # fails before any work
     conds = cfg.conditions
     if len(argv) != 1 or argv[0] not in conds or argv[0] not in CONDITIONS:
         raise StageError("distill", f"usage: python stages/distill.py <condition> with <condition> "
                                     f"one of distill.conditions {conds} (valid: {', '.join(CONDITIONS)})")
     cond = argv[0]
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    style = prompt_style("distill", params)
     require_inputs("distill", POLICY, REPAIRS)
     repairs = read_repairs(REPAIRS)
     if cond not in set(repairs["condition"]):

@@ -9,40 +9,27 @@ import time
 from pathlib import Path
 
 from countdown_rlvr import headline
-from countdown_rlvr.config import EvalSampler, keys
-from countdown_rlvr.eval import records_frame, summarize, write_records
+from countdown_rlvr.config import Evaluate, eval_sampler, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy, extra_metrics, not_trained
 from countdown_rlvr.io import (
     StageError,
-    load_params,
     producing_stage,
     read_jsonl,
     require_inputs,
-    section,
     write_metrics,
 )
-from countdown_rlvr.model import configure, policy_ref
-from countdown_rlvr.task import REWARDS
-
-EVAL_KEYS = ("policies", "splits", "n", "seeds", "reward", "batch_size", "ks", "budgets")
+from countdown_rlvr.metrics import records_frame, summarize, write_records
+from countdown_rlvr.model import load_stage, policy_ref
 
 
 def main(argv: list[str]) -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    p = section(params, "evaluate", required=EVAL_KEYS)
-    policies = p["policies"]
-    if not isinstance(policies, dict) or not policies:
-        raise StageError("evaluate", "`evaluate.policies` must map policy names to model dirs, "
-                         "e.g. {base: data/models/base}")
+    params, cfg = load_stage("evaluate", Evaluate)  # fails before any work
+    policies = cfg.policies
     if len(argv) != 1 or argv[0] not in policies:
         got = f"unknown policy {argv[0]!r}" if len(argv) == 1 else "no policy given"
         raise StageError("evaluate", f"{got}; usage: python stages/evaluate.py <policy> with "
                          f"<policy> one of {sorted(policies)} (`evaluate.policies`)")
     name, path = argv[0], str(policies[argv[0]])
-    if p["reward"] not in REWARDS:
-        raise StageError("evaluate", f"unknown `evaluate.reward` {p['reward']!r}; valid: "
-                         f"{', '.join(sorted(REWARDS))}")
     if not Path(path).exists():
         stage = producing_stage(path)
         hint = f"`dvc repro {stage}`" if stage else "the stage that writes it"
@@ -57,25 +44,25 @@ def main(argv: list[str]) -> None:
                       headline.evaluation)
         print(f"[evaluate] {name}: {reason}; not sampled, wrote empty {out} and {mpath}")
         return
-    sampler = section(params, "sampler", required=keys(EvalSampler))
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    sampler = eval_sampler("evaluate", params)
+    style = prompt_style("evaluate", params)
     try:
         ref = policy_ref(path)
     except (FileNotFoundError, ValueError) as exc:
         raise StageError("evaluate", f"policy {name!r}: {exc}") from exc
-    files = [f"data/problems/{split}.jsonl" for split in p["splits"]]
+    files = [f"data/problems/{split}.jsonl" for split in cfg.splits]
     require_inputs("evaluate", *files)
     problems = [row for f in files for row in read_jsonl(f)]
 
     print(f"[evaluate] {name}: {ref.adapter or ref.base}"
           f"{f' on {ref.base}' if ref.adapter else ''}, {len(problems)} problems, "
-          f"n={p['n']}, seeds={p['seeds']}, backend={sampler['backend']}", flush=True)
+          f"n={cfg.n}, seeds={cfg.seeds}, backend={sampler['backend']}", flush=True)
     t0 = time.time()
     try:
-        records = evaluate_policy(ref, problems, int(p["n"]), sampler, p["seeds"], style,
-                                  reward=p["reward"], backend=sampler["backend"],
-                                  batch_size=int(p["batch_size"]))
-        metrics = summarize(records, p["ks"], p["budgets"])
+        records = evaluate_policy(ref, problems, cfg.n, sampler, cfg.seeds, style,
+                                  reward=cfg.reward, backend=sampler["backend"],
+                                  batch_size=cfg.batch_size)
+        metrics = summarize(records, cfg.ks, cfg.budgets)
     except (ValueError, ImportError) as exc:
         raise StageError("evaluate", f"{exc} (check the `evaluate:` / `sampler:` / `model:` "
                          "sections of params.yaml)") from exc

@@ -21,18 +21,23 @@ Writes reports/metrics/int.json, reports/timings/int.json, data/int/intervention
 dvclive/int/{sft,solver_sft,rloo,plain_rl}.
 """
 
-from countdown_rlvr import config, headline
+from countdown_rlvr import headline
+from countdown_rlvr.config import (
+    RL,
+    Interventions,
+    Traces,
+    eval_sampler,
+    from_section,
+    prompt_style,
+)
 from countdown_rlvr.io import (
-    StageError,
-    load_params,
     read_jsonl,
     require_inputs,
-    section,
     write_jsonl,
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import configure, load_model, policy_ref
+from countdown_rlvr.model import load_model, load_stage, policy_ref
 from countdown_rlvr.research.interventions import (
     find_unsolved,
     interventions_metrics,
@@ -51,54 +56,40 @@ SFT, RLOO, TRAIN = "data/models/sft", "data/models/rloo", "data/problems/train.j
 INT_SFT, INT, SOLVER = "data/models/int_sft", "data/models/int", "data/models/int_solver_sft"
 PLAIN_RL = "data/models/int_plain_rl"
 OUT_ROWS = "data/int/interventions.jsonl"
-KEYS = ("n_problems", "k", "seed", "eval_seed", "heldout_frac", "traces_per_problem",
-        "n_continuations", "filter", "rl_problems", "batch_size", "sft", "rloo")
 POLICIES = {"sft": SFT, "int_sft": INT_SFT, "int": INT, "plain_rl": PLAIN_RL,
             "int_solver_sft": SOLVER, "rloo": RLOO}
 
 
-def configs(params: dict):
-    """The `int` section and its SFT and RLOO configs. Each value was checked by
-    `load_params` (countdown_rlvr.config); the checks here are what it does not check."""
-    s = section(params, "int", required=KEYS)
-    if s["eval_seed"] == s["seed"]:
-        raise StageError("int", "int.eval_seed must differ from int.seed: on the selection seed "
-                                "the SFT policy fails every unsolved problem by construction")
-    sft_cfg = config.from_section(config.SFT, "int", params, "int.sft")
-    rl_cfg = config.from_section(config.RL, "int", params, "int.rloo", inherit="rloo")  # rloo's keys, overridden
-    return s, sft_cfg, rl_cfg
-
-
 def main() -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    s, sft_cfg, rl_cfg = configs(params)
-    sampler = section(params, "sampler", required=config.keys(config.EvalSampler))
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
-    styles = section(params, "traces", required=("styles",))["styles"]
+    params, cfg = load_stage("int", Interventions)  # fails before any work
+    sft_cfg = cfg.sft
+    rl_cfg = from_section(RL, "int", params, "int.rloo", inherit="rloo")  # rloo's keys, overridden
+    sampler = eval_sampler("int", params)
+    style = prompt_style("int", params)
+    styles = from_section(Traces, "int", params, "traces").styles
     require_inputs("int", SFT, RLOO, TRAIN)
-    problems = read_jsonl(TRAIN)[:s["n_problems"]]
-    gen = {"backend": sampler["backend"], "batch_size": s["batch_size"]}
+    problems = read_jsonl(TRAIN)[:cfg.n_problems]
+    gen = {"backend": sampler["backend"], "batch_size": cfg.batch_size}
     seconds: dict[str, float] = {}
     with timed(seconds, "sample"):  # 1. who is unsolved
         ref = policy_ref(SFT)
         policy = load_model(ref.base, ref.adapter)
-        print(f"[int] {len(problems)} train problems x {s['k']} samples from {SFT}", flush=True)
-        found, by_problem = find_unsolved(policy, problems, s["k"], sampler, s["seed"], style,
+        print(f"[int] {len(problems)} train problems x {cfg.k} samples from {SFT}", flush=True)
+        found, by_problem = find_unsolved(policy, problems, cfg.k, sampler, cfg.seed, style,
                                           **gen)
-        unsolved, heldout = split_heldout(found, s["heldout_frac"], s["seed"])
+        unsolved, heldout = split_heldout(found, cfg.heldout_frac, cfg.seed)
         held_ids = {p["id"] for p in heldout}
     with timed(seconds, "search"):  # 2. interventions + the filter
-        rows = search_interventions(policy, unsolved, by_problem, s["n_continuations"],
-                                    s["traces_per_problem"], sampler, s["seed"], style, **gen)
+        rows = search_interventions(policy, unsolved, by_problem, cfg.n_continuations,
+                                    cfg.traces_per_problem, sampler, cfg.seed, style, **gen)
         write_jsonl(OUT_ROWS, rows)
         print(f"[int] {len(found)} unsolved ({len(heldout)} held out); {len(rows)} interventions, "
               f"{sum(r['kept'] for r in rows)} kept by the filter", flush=True)
     with timed(seconds, "sft"):  # 3. patch
         del policy
-        model, tok, patch = train_patch("sft", patch_examples(rows, style, s["filter"]), sft_cfg,
+        model, tok, patch = train_patch("sft", patch_examples(rows, style, cfg.filter), sft_cfg,
                                         SFT, INT_SFT)
-    rl_set = unsolved if s["rl_problems"] == "unsolved" else \
+    rl_set = unsolved if cfg.rl_problems == "unsolved" else \
         [p for p in problems if p["id"] not in held_ids]
     with timed(seconds, "rloo"):  # 4. RL from the patched policy
         rl = train_rl(model, tok, rl_set, rl_cfg, style, INT_SFT, INT)
@@ -108,14 +99,14 @@ def main() -> None:
         plain_rl = train_rl(model, tok, rl_set, rl_cfg, style, SFT, PLAIN_RL, curves="plain_rl")
         del model
     with timed(seconds, "solver_sft"):  # 5. the full-solution baseline, same budget
-        solver = train_solver_baseline(unsolved, style, styles, s["seed"], sft_cfg, SFT, SOLVER,
+        solver = train_solver_baseline(unsolved, style, styles, cfg.seed, sft_cfg, SFT, SOLVER,
                                        steps=patch.get("steps"))
     with timed(seconds, "eval"):  # 6. pass@K on the unsolved problems, fresh seed
-        passk, solved = unsolved_pass_at_k(POLICIES, unsolved, s["k"], sampler, s["eval_seed"],
+        passk, solved = unsolved_pass_at_k(POLICIES, unsolved, cfg.k, sampler, cfg.eval_seed,
                                            style, **gen)
-        held_passk, held_solved = unsolved_pass_at_k(POLICIES, heldout, s["k"], sampler,
-                                                     s["eval_seed"], style, **gen)
-    metrics = interventions_metrics(s, problems, unsolved, heldout, rows, patch=patch, rl=rl,
+        held_passk, held_solved = unsolved_pass_at_k(POLICIES, heldout, cfg.k, sampler,
+                                                     cfg.eval_seed, style, **gen)
+    metrics = interventions_metrics(cfg, problems, unsolved, heldout, rows, patch=patch, rl=rl,
                                     plain_rl=plain_rl, solver=solver, passk=passk, solved=solved,
                                     heldout_passk=held_passk, heldout_solved=held_solved)
     write_metrics("int", metrics, headline.interventions)
@@ -123,7 +114,7 @@ def main() -> None:
     for what, res, part in (("trained-on", passk, unsolved), ("held-out", held_passk, heldout)):
         summary = ", ".join(f"{name} {v['pass@k']:.3f}" for name, v in res.items()
                             if v["pass@k"] is not None)
-        print(f"[int] pass@{s['k']} on the {len(part)} {what} unsolved: {summary or 'n/a'}")
+        print(f"[int] pass@{cfg.k} on the {len(part)} {what} unsolved: {summary or 'n/a'}")
     print(f"[int] wrote {INT_SFT}, {INT}, {PLAIN_RL}, {SOLVER}, {OUT_ROWS}, reports/metrics/int.json")
 
 

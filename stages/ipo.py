@@ -10,14 +10,9 @@ of one `dvc repro`. The reference is the SFT policy, frozen. Also runs under
 import sys
 
 from countdown_rlvr import headline
-from countdown_rlvr.config import IPO, from_section
-from countdown_rlvr.io import (
-    StageError,
-    load_params,
-    read_jsonl,
-    require_inputs,
-)
-from countdown_rlvr.model import configure
+from countdown_rlvr.config import IPO
+from countdown_rlvr.io import StageError, read_jsonl, require_inputs
+from countdown_rlvr.model import load_stage
 from countdown_rlvr.pairs import SOURCES
 from countdown_rlvr.train.ipo import train_ipo
 from countdown_rlvr.train.runtime import fit_and_save, frozen_copy, init_policy
@@ -38,9 +33,7 @@ METRIC_KEYS = ("steps", "planned_steps", "stopped_by", "epochs", "pairs_used", "
 
 
 def main(argv: list[str]) -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    cfg = from_section(IPO, "ipo", params, "ipo")  # fails before any work
+    _, cfg = load_stage("ipo", IPO)  # fails before any work
     sources = cfg.sources
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:

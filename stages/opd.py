@@ -14,9 +14,9 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 
 import sys
 
-from countdown_rlvr.config import OPD, from_section
-from countdown_rlvr.io import StageError, load_params, require_inputs, section
-from countdown_rlvr.model import configure, load_model, policy_ref
+from countdown_rlvr.config import OPD, prompt_style
+from countdown_rlvr.io import StageError, require_inputs
+from countdown_rlvr.model import load_model, load_stage, policy_ref
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
@@ -42,10 +42,8 @@ def main() -> None:
     if stage not in VARIANTS:
         raise StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}}")
     init, out, inherit = VARIANTS[stage]
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    cfg = from_section(OPD, stage, params, stage, inherit)  # fails before any model loads
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    params, cfg = load_stage(stage, OPD, inherit=inherit)  # fails before any model loads
+    style = prompt_style(stage, params)
     require_inputs(stage, init, TEACHER)
     problems = first_problems(stage, TRAIN, cfg.n_problems)
     model, tok = init_policy(stage, init, cfg)

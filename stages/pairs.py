@@ -11,17 +11,16 @@ from collections import Counter
 import pandas as pd
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import Pairs, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy
 from countdown_rlvr.io import (
     StageError,
-    load_params,
     read_jsonl,
     require_inputs,
-    section,
     write_jsonl,
     write_metrics,
 )
-from countdown_rlvr.model import configure, load_model
+from countdown_rlvr.model import load_model, load_stage
 from countdown_rlvr.pairs import (
     SOURCES,
     base_pairs,
@@ -44,37 +43,29 @@ def _samples(df: pd.DataFrame, prompts: dict[str, str]) -> list[dict]:
 
 
 def main() -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    p = section(params, "pairs", required=("seed", "n_problems", "per_problem", "base_k", "base_sampler",
-                                           "max_per_source"))
-    cap = p["max_per_source"]
-    if not (cap is None or cap == "min" or (isinstance(cap, int) and not isinstance(cap, bool)
-                                            and cap >= 1)):
-        raise StageError("pairs", f"pairs.max_per_source is {cap!r}; allowed: a positive integer, "
-                                  "min (the smallest source's count) or null (no cap)")
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    params, cfg = load_stage("pairs", Pairs)  # fails before any work
+    style = prompt_style("pairs", params)
     require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)
-    problems = read_jsonl(PROBLEMS)[: p["n_problems"]]
+    problems = read_jsonl(PROBLEMS)[: cfg.n_problems]
     ids = {q["id"] for q in problems}
     solver = [t for t in read_jsonl(SOLVER) if t["problem_id"] in ids]
     prompts = {t["problem_id"]: t["prompt"] for t in solver}
     teacher = _samples(pd.read_parquet(TEACHER).query("problem_id in @ids"), prompts)
     # the base model's own failures on these prompts: the "base-model rejected" source
-    base_df = evaluate_policy(load_model(BASE), problems, p["base_k"], p["base_sampler"],
-                              [p["seed"]], style, progress=False)
+    base_df = evaluate_policy(load_model(BASE), problems, cfg.base_k, cfg.base_sampler.as_dict(),
+                              [cfg.seed], style, progress=False)
     base = _samples(base_df, prompts)
-    rng = random.Random(p["seed"])
+    rng = random.Random(cfg.seed)
     correct = solver + [s for s in teacher if s["correct"]]
     try:
-        built = (scripted_pairs(solver, rng, p["per_problem"])
-                 + teacher_pairs(teacher, rng, p["per_problem"])
-                 + base_pairs(correct, base, rng, p["per_problem"]))
+        built = (scripted_pairs(solver, rng, cfg.per_problem)
+                 + teacher_pairs(teacher, rng, cfg.per_problem)
+                 + base_pairs(correct, base, rng, cfg.per_problem))
     except AssertionError as exc:
         raise StageError("pairs", f"{exc}; the verifier and the pair builders disagree") from exc
-    pairs = cap_sources(built, cap, rng)
+    pairs = cap_sources(built, cfg.max_per_source, rng)
     write_jsonl(OUT, pairs)
-    metrics = {"max_per_source": cap}
+    metrics = {"max_per_source": cfg.max_per_source}
     for src in SOURCES:
         rows = [q for q in pairs if q["source"] == src]
         metrics[src] = {

@@ -3,28 +3,27 @@
 from collections import Counter
 
 from countdown_rlvr import headline
-from countdown_rlvr.io import StageError, load_params, section, write_jsonl, write_metrics
+from countdown_rlvr.config import Problems, from_section
+from countdown_rlvr.io import StageError, load_params, write_jsonl, write_metrics
 from countdown_rlvr.task import generate_problems, problem_key
 
 OUT = "data/problems"
 
 
 def main() -> None:
-    p = section(load_params(), "problems", required=(
-        "seed", "n_train", "n_test", "n_ood", "n_numbers", "number_range", "target_range",
-        "ood_n_numbers", "ood_target_range", "count_train_solutions"))
-    common = {"number_range": tuple(p["number_range"])}
+    cfg = from_section(Problems, "problems", load_params(), "problems")
+    common = {"number_range": tuple(cfg.number_range)}
     try:
         # test first, so the held-out set does not depend on the train size
-        test = generate_problems(p["n_test"], p["seed"], "test", tuple(p["n_numbers"]),
-                                 target_range=tuple(p["target_range"]), **common)
+        test = generate_problems(cfg.n_test, cfg.seed, "test", tuple(cfg.n_numbers),
+                                 target_range=tuple(cfg.target_range), **common)
         seen = {problem_key(q.numbers, q.target) for q in test}
-        ood = generate_problems(p["n_ood"], p["seed"], "ood", tuple(p["ood_n_numbers"]),
-                                target_range=tuple(p["ood_target_range"]), exclude=seen, **common)
+        ood = generate_problems(cfg.n_ood, cfg.seed, "ood", tuple(cfg.ood_n_numbers),
+                                target_range=tuple(cfg.ood_target_range), exclude=seen, **common)
         seen |= {problem_key(q.numbers, q.target) for q in ood}
-        train = generate_problems(p["n_train"], p["seed"], "train", tuple(p["n_numbers"]),
-                                  target_range=tuple(p["target_range"]), exclude=seen,
-                                  count_first=p["count_train_solutions"], **common)
+        train = generate_problems(cfg.n_train, cfg.seed, "train", tuple(cfg.n_numbers),
+                                  target_range=tuple(cfg.target_range), exclude=seen,
+                                  count_first=cfg.count_train_solutions, **common)
     except (ValueError, TypeError) as exc:
         raise StageError("problems", f"{exc} (check the `problems:` section of params.yaml)") from exc
 

@@ -11,17 +11,15 @@ repair sample: the input of `distill`), reports/metrics/repair.json, reports/tim
 import time
 
 from countdown_rlvr import headline
-from countdown_rlvr.config import EvalSampler, keys
+from countdown_rlvr.config import Repair, eval_sampler, prompt_style
 from countdown_rlvr.io import (
     StageError,
-    load_params,
     read_jsonl,
     require_inputs,
-    section,
     write_metrics,
     write_timing,
 )
-from countdown_rlvr.model import configure, load_model, policy_ref
+from countdown_rlvr.model import load_model, load_stage, policy_ref
 from countdown_rlvr.research.repair import (
     by_failure,
     check_conditions,
@@ -35,40 +33,35 @@ POLICY, FAILED, OUT = "data/models/sft", "data/diagnose/failed.jsonl", "data/rep
 
 
 def main() -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    r = section(params, "repair", required=("n_attempts", "k", "seed", "conditions", "batch_size"))
-    sampler = section(params, "sampler", required=keys(EvalSampler))
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    params, cfg = load_stage("repair", Repair)  # fails before any work
+    sampler = eval_sampler("repair", params)
+    style = prompt_style("repair", params)
     try:
-        conditions = check_conditions(r["conditions"])
+        conditions = check_conditions(cfg.conditions)
     except ValueError as exc:
         raise StageError("repair", f"repair.conditions: {exc}") from exc
-    for key in ("n_attempts", "k", "batch_size"):
-        if not (isinstance(r[key], int) and r[key] >= 1):
-            raise StageError("repair", f"repair.{key} must be a positive integer, got {r[key]!r}")
     require_inputs("repair", POLICY, FAILED)
     failed = read_jsonl(FAILED)
-    attempts = select_attempts(failed, r["n_attempts"], r["seed"])
+    attempts = select_attempts(failed, cfg.n_attempts, cfg.seed)
     if len(attempts) < 2:
         raise StageError("repair", f"only {len(attempts)} failed attempt(s) in {FAILED}; repair "
                                    "needs at least 2 (raise diagnose.k or problems.n_test)")
-    if len(attempts) < r["n_attempts"]:
+    if len(attempts) < cfg.n_attempts:
         print(f"[repair] warning: {len(failed)} failed attempts exist; using all "
-              f"{len(attempts)} instead of repair.n_attempts={r['n_attempts']}")
+              f"{len(attempts)} instead of repair.n_attempts={cfg.n_attempts}")
 
     t0 = time.time()
     ref = policy_ref(POLICY)
     policy = load_model(ref.base, ref.adapter)
     print(f"[repair] {len(attempts)} attempts ({len({a['problem_id'] for a in attempts})} problems)"
-          f" x {len(conditions)} conditions x {r['k']} samples", flush=True)
-    repairs = run_repairs(policy, attempts, conditions, r["k"], sampler, r["seed"], style,
-                          r["batch_size"], backend=sampler["backend"])
+          f" x {len(conditions)} conditions x {cfg.k} samples", flush=True)
+    repairs = run_repairs(policy, attempts, conditions, cfg.k, sampler, cfg.seed, style,
+                          cfg.batch_size, backend=sampler["backend"])
     per_cond = repair_metrics(repairs)
     write_repairs(repairs, OUT)
     write_metrics("repair", {
         "n_attempts": len(attempts), "n_problems": len({a["problem_id"] for a in attempts}),
-        "k": r["k"], "conditions": per_cond, "by_failure": by_failure(repairs)}, headline.repair)
+        "k": cfg.k, "conditions": per_cond, "by_failure": by_failure(repairs)}, headline.repair)
     write_timing("repair", {"seconds": round(time.time() - t0, 2), "samples": len(repairs)})
     for cond, m in per_cond.items():
         mc, m0 = m["mcnemar_vs_resample"], m.get("mcnemar_vs_F0")

@@ -3,36 +3,30 @@ measurements (reports/details/) and dvclive curves (dvclive/) only."""
 
 import time
 
-from countdown_rlvr.io import DETAILS, StageError, load_params, section, write_timing
-from countdown_rlvr.report import (
-    IPO_SOURCES,
-    REPAIR,
-    MissingInputs,
-    render_report,
-    report_policies,
-)
-
-REPORT_KEYS = ("require_all", "reference", "best_of_n_policy", "dpi")
+from countdown_rlvr.config import Evaluate, Report, from_section
+from countdown_rlvr.io import DETAILS, StageError, load_params, write_timing
+from countdown_rlvr.report import IPO_SOURCES, REPAIR, MissingInputs, render_report, report_policies
 
 
 def main() -> None:
     params = load_params()
-    r = section(params, "report", required=REPORT_KEYS)
-    policies = list(section(params, "evaluate", required=("policies",))["policies"] or {})
+    cfg = from_section(Report, "report", params, "report")  # fails before any work
+    policies = list(from_section(Evaluate, "report", params, "evaluate").policies)
     # what this run trains; the seeds' full sets when those stages are not configured
     ipo_sources = list((params.get("ipo") or {}).get("sources") or IPO_SOURCES)
     distill = list((params.get("distill") or {}).get("conditions") or REPAIR)
     known = report_policies(policies, ipo_sources, distill)
     for key in ("reference", "best_of_n_policy"):
-        if (r[key] is not None or key == "reference") and r[key] not in known:
-            raise StageError("report", f"`report.{key}` {r[key]!r} is not a policy; use one of "
+        name = getattr(cfg, key)
+        if (name is not None or key == "reference") and name not in known:
+            raise StageError("report", f"`report.{key}` {name!r} is not a policy; use one of "
                              f"{known} (or add it to `evaluate.policies`)")
     t0 = time.time()
     try:
         inp = render_report(DETAILS, "dvclive", "reports/report.md", "reports/figures",
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
-                            require_all=bool(r["require_all"]), reference=r["reference"],
-                            best_of_n_policy=r["best_of_n_policy"], dpi=int(r["dpi"]))
+                            require_all=cfg.require_all, reference=cfg.reference,
+                            best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
         raise StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "

@@ -15,9 +15,9 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py`
 
 import sys
 
-from countdown_rlvr.config import RL, from_section
-from countdown_rlvr.io import StageError, load_params, require_inputs, section
-from countdown_rlvr.model import configure
+from countdown_rlvr.config import RL, prompt_style
+from countdown_rlvr.io import StageError, require_inputs
+from countdown_rlvr.model import load_stage
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
@@ -28,11 +28,9 @@ ARMS = ("rloo", "rloo_shaped")  # stage name = its params section = its output n
 def main(stage: str = "rloo") -> None:
     if stage not in ARMS:
         raise StageError("rloo", f"unknown RLOO arm {stage!r}; valid: {', '.join(ARMS)}")
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
     # an arm's section lists only what differs from `rloo` (rloo_shaped: reward: shaped)
-    cfg = from_section(RL, stage, params, stage, inherit=None if stage == "rloo" else "rloo")
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    params, cfg = load_stage(stage, RL, inherit=None if stage == "rloo" else "rloo")
+    style = prompt_style(stage, params)
     require_inputs(stage, SFT)
     problems = first_problems(stage, TRAIN, cfg.n_problems)
     model, tok = init_policy(stage, SFT, cfg)

@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 from countdown_rlvr import headline
-from countdown_rlvr.config import SFT, from_section
-from countdown_rlvr.io import DETAILS, load_params, read_jsonl, require_inputs, write_metrics
-from countdown_rlvr.model import configure
+from countdown_rlvr.config import SFT
+from countdown_rlvr.io import DETAILS, read_jsonl, require_inputs, write_metrics
+from countdown_rlvr.model import load_stage
 from countdown_rlvr.train.runtime import init_policy, is_main_process
 from countdown_rlvr.train.sft import completion_metrics, fit_sft
 
@@ -22,9 +22,7 @@ DETAIL = Path(f"{DETAILS}/sft.json")  # fit_and_save wrote it; the validation nu
 
 
 def main() -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    cfg = from_section(SFT, "sft", params, "sft")  # fails before any work
+    _, cfg = load_stage("sft", SFT)  # fails before any work
     require_inputs("sft", TRAIN, VAL, BASE)
     train = [(r["prompt"], r["completion"]) for r in read_jsonl(TRAIN)]
     val = [(r["prompt"], r["completion"]) for r in read_jsonl(VAL)]

@@ -12,56 +12,36 @@ model dir) is passed through.
 """
 
 import random
-import tempfile
 from pathlib import Path
 
-from countdown_rlvr import headline
-from countdown_rlvr.config import Teacher, from_section
-from countdown_rlvr.io import (
-    StageError,
-    atomic_path,
-    empty_curves,
-    load_params,
-    read_jsonl,
-    require_inputs,
-    write_json,
-    write_metrics,
-)
-from countdown_rlvr.model import REF_FILE, TINY_PRESETS, build_tiny, configure, load_model
+from countdown_rlvr.config import Teacher
+from countdown_rlvr.io import StageError, read_jsonl, require_inputs
+from countdown_rlvr.model import load_model, load_stage, new_tiny
 from countdown_rlvr.traces import strategy_prompt
+from countdown_rlvr.train.runtime import pass_through
 from countdown_rlvr.train.sft import fit_sft
 
 SRC, BASE, OUT = "data/traces/solver.jsonl", "data/models/base", Path("data/models/teacher")
 
 
 def main() -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    t = from_section(Teacher, "teacher", params, "teacher")  # fails before any work
-    if t.base != "tiny":
-        with atomic_path(OUT) as tmp:
-            tmp.mkdir()
-            write_json(tmp / REF_FILE, {"base": t.base})
-        empty_curves("teacher", ("loss", "token_acc"))  # the declared curve dir: empty plots
-        write_metrics("teacher", {"base": t.base, "trained": False}, headline.training)
-        print(f"[teacher] wrote {OUT}/{REF_FILE} -> {t.base} (pass-through)")
+    _, cfg = load_stage("teacher", Teacher)  # fails before any work
+    if cfg.base != "tiny":
+        pass_through("teacher", cfg.base, OUT)
         return
-    if t.tiny_preset not in TINY_PRESETS:
-        raise StageError("teacher", f"teacher.tiny_preset {t.tiny_preset!r} is unknown; "
-                                    f"valid: {', '.join(TINY_PRESETS)}")
     require_inputs("teacher", SRC, BASE)
     traces = read_jsonl(SRC)
-    rng = random.Random(t.seed)
-    examples = [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < t.hint_frac
+    rng = random.Random(cfg.seed)
+    examples = [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < cfg.hint_frac
                  else r["prompt"], r["completion"]) for r in traces]
-    if t.init == "base":
-        model, tok = load_model(BASE)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            model, tok = load_model(str(build_tiny(t.tiny_preset, Path(tmp) / "init", seed=t.init_seed)))
-    fit_sft("teacher", model, tok, examples, t, OUT,
-            {"base": "tiny", "trained": True, "init": t.init,
-             "tiny_preset": t.tiny_preset if t.init == "scratch" else None})
+    try:
+        model, tok = load_model(BASE) if cfg.init == "base" else \
+            new_tiny(cfg.tiny_preset, cfg.init_seed)
+    except ValueError as exc:
+        raise StageError("teacher", f"teacher.tiny_preset: {exc}") from exc
+    fit_sft("teacher", model, tok, examples, cfg, OUT,
+            {"base": "tiny", "trained": True, "init": cfg.init,
+             "tiny_preset": cfg.tiny_preset if cfg.init == "scratch" else None})
 
 
 if __name__ == "__main__":

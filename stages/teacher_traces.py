@@ -8,49 +8,41 @@ easy and near-miss negatives from them.
 from collections import Counter
 
 from countdown_rlvr import headline
-from countdown_rlvr.eval import records_frame
+from countdown_rlvr.config import TeacherTraces, prompt_style
 from countdown_rlvr.evaluate import score_samples
 from countdown_rlvr.io import (
-    StageError,
     atomic_path,
-    load_params,
     read_jsonl,
     require_inputs,
-    section,
     write_jsonl,
     write_metrics,
 )
-from countdown_rlvr.model import configure, load_model
+from countdown_rlvr.metrics import records_frame
+from countdown_rlvr.model import load_model, load_stage
 from countdown_rlvr.sampling import generate
 from countdown_rlvr.task import get_reward, solve_prompt
-from countdown_rlvr.traces import STYLES, strategy_prompt
+from countdown_rlvr.traces import strategy_prompt
 
 SRC, MODEL = "data/problems/train.jsonl", "data/models/teacher"
 OUT, SAMPLES = "data/traces/teacher.jsonl", "data/traces/teacher_samples.parquet"
 
 
 def main() -> None:
-    params = load_params()
-    configure(params)  # model.dtype for every load, sampler for saved policies
-    p = section(params, "teacher_traces", required=("n_problems", "k", "strategies", "sampler", "seed", "batch_size"))
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
-    bad = [s for s in p["strategies"] if s not in STYLES]
-    if bad or not p["strategies"] or p["k"] % len(p["strategies"]):
-        raise StageError("teacher_traces", f"strategies must be a non-empty subset of {list(STYLES)} "
-                                           f"and k a multiple of their count (got {p['strategies']}, k={p['k']})")
+    params, cfg = load_stage("teacher_traces", TeacherTraces)  # fails before any work
+    style = prompt_style("teacher_traces", params)
     require_inputs("teacher_traces", SRC, MODEL)
-    problems = read_jsonl(SRC)[: p["n_problems"]]
+    problems = read_jsonl(SRC)[: cfg.n_problems]
     prompts = [solve_prompt(q["numbers"], q["target"], style) for q in problems]
     policy = load_model(MODEL)
-    per = p["k"] // len(p["strategies"])
+    per = cfg.k // len(cfg.strategies)
     binary = get_reward("binary")  # the gate: only verifier-correct samples become traces
     rows, traces = [], []
-    for i, strategy in enumerate(p["strategies"]):  # rotation: k/len samples under each hint
+    for i, strategy in enumerate(cfg.strategies):  # rotation: k/len samples under each hint
         print(f"[teacher_traces] strategy {strategy}: {len(problems)} problems x {per} samples")
-        out = generate(policy, [strategy_prompt(pr, strategy) for pr in prompts], per, p["sampler"],
-                       seed=p["seed"] + i, batch_size=p["batch_size"])
+        out = generate(policy, [strategy_prompt(pr, strategy) for pr in prompts], per, cfg.sampler.as_dict(),
+                       seed=cfg.seed + i, batch_size=cfg.batch_size)
         for q, prompt, samples in zip(problems, prompts, out):
-            scored = score_samples(q, samples, p["seed"] + i, binary)
+            scored = score_samples(q, samples, cfg.seed + i, binary)
             for r in scored:
                 r["sample"] += i * per
                 r["strategy"] = strategy

@@ -7,12 +7,12 @@ import random
 from collections import Counter
 
 from countdown_rlvr import headline
+from countdown_rlvr.config import Traces, from_section, prompt_style
 from countdown_rlvr.io import (
     StageError,
     load_params,
     read_jsonl,
     require_inputs,
-    section,
     write_jsonl,
     write_metrics,
 )
@@ -25,21 +25,20 @@ SRC, OUT, REPAIR = "data/problems/train.jsonl", "data/traces/solver.jsonl", "dat
 
 def main() -> None:
     params = load_params()
-    p = section(params, "traces", required=("seed", "n_problems", "per_problem", "styles",
-                                                  "solutions", "repair_frac"))
-    style = section(params, "model", required=("prompt_style",))["prompt_style"]
+    cfg = from_section(Traces, "traces", params, "traces")  # fails before any work
+    style = prompt_style("traces", params)
     require_inputs("traces", SRC)
-    problems = read_jsonl(SRC)[: p["n_problems"]]
-    rng = random.Random(p["seed"])
+    problems = read_jsonl(SRC)[: cfg.n_problems]
+    rng = random.Random(cfg.seed)
     try:
         rows = [r for i, q in enumerate(problems) for r in solver_traces(
-            q, solve_prompt(q["numbers"], q["target"], style), tuple(p["styles"]),
-            p["per_problem"], rng, offset=i * p["per_problem"], solutions=p["solutions"])]
+            q, solve_prompt(q["numbers"], q["target"], style), tuple(cfg.styles),
+            cfg.per_problem, rng, offset=i * cfg.per_problem, solutions=cfg.solutions)]
     except ValueError as exc:
         raise StageError("traces", f"{exc} (fix `traces.styles` / `traces.solutions` in "
                                    "params.yaml)") from exc
     try:  # train problems only (this file): no test or OOD problem can reach the SFT data
-        repair = repair_examples(rows, p["repair_frac"], p["seed"], style)
+        repair = repair_examples(rows, cfg.repair_frac, cfg.seed, style)
     except ValueError as exc:
         raise StageError("traces", f"{exc} (fix `traces.repair_frac` in params.yaml)") from exc
     write_jsonl(OUT, rows)

@@ -172,3 +172,45 @@ def test_int_n_problems_must_be_a_number_where_rloo_may_be_null():
     assert problems_in({"int": {"n_problems": None}}) == [
         "`int.n_problems` is None; allowed: an integer >= 1"]
     assert problems_in({"rloo": {"n_problems": None}}) == []
+
+
+# every params.yaml section -> the dataclass its stage builds it as (and the section it overrides)
+SECTION_CLASSES = {
+    "problems": ("Problems", None), "traces": ("Traces", None), "sampler": ("EvalSampler", None),
+    "evaluate": ("Evaluate", None), "compare": ("Compare", None), "dedup": ("Dedup", None),
+    "model": ("Model", None), "base": ("Base", None), "teacher": ("Teacher", None),
+    "teacher_traces": ("TeacherTraces", None), "pairs": ("Pairs", None), "sft": ("SFT", None),
+    "ipo": ("IPO", None), "rloo": ("RL", None), "rloo_shaped": ("RL", "rloo"),
+    "opd": ("OPD", None), "opd_ac": ("OPD", "opd"), "diagnose": ("Diagnose", None),
+    "repair": ("Repair", None), "distill": ("Distill", None), "int": ("Interventions", None),
+    "report": ("Report", None),
+}
+
+
+def test_every_params_section_is_one_dataclass_built_from_params_yaml():
+    from countdown_rlvr import config
+
+    params = load_params(ROOT / "params.yaml")
+    assert set(params) == set(SECTION_CLASSES)  # a new section needs its dataclass
+    for path, (cls_name, inherit) in SECTION_CLASSES.items():
+        cfg = config.from_section(getattr(config, cls_name), "test", params, path, inherit)
+        own = {k: v for k, v in params[path].items() if not isinstance(v, dict)}
+        assert {k: getattr(cfg, k) for k in own} == own  # values as params.yaml has them
+    assert config.prompt_style("test", params) == params["model"]["prompt_style"]
+    assert config.eval_sampler("test", params) == params["sampler"]
+
+
+@pytest.mark.parametrize("cls,path,overrides,message", [
+    ("Diagnose", "diagnose", {"k": 1}, "diagnose.k must be >= 2"),
+    ("TeacherTraces", "teacher_traces", {"k": 3, "strategies": ["direct", "search"]},
+     r"teacher_traces.k \(3\) must be a multiple of the number of strategies \(2\)"),
+    ("Interventions", "int", {"seed": 4, "eval_seed": 4}, "int.eval_seed must differ from int.seed"),
+])
+def test_relations_between_values_are_refused_by_the_section_dataclass(cls, path, overrides,
+                                                                      message):
+    from helpers import config_of
+
+    from countdown_rlvr import config
+
+    with pytest.raises(StageError, match=message + r".*\(fix the `" + path + ":` section"):
+        config_of(getattr(config, cls), path, overrides)

@@ -19,7 +19,8 @@ import yaml
 from scipy.stats import binomtest
 
 from countdown_rlvr.compare import compare_markdown, compare_policies
-from countdown_rlvr.eval import (
+from countdown_rlvr.evaluate import evaluate_policy, not_trained, score_samples
+from countdown_rlvr.metrics import (
     RECORD_COLUMNS,
     RECORDS_SCHEMA,
     read_records,
@@ -27,7 +28,6 @@ from countdown_rlvr.eval import (
     summarize,
     write_records,
 )
-from countdown_rlvr.evaluate import evaluate_policy, not_trained, score_samples
 from countdown_rlvr.model import ModelRef, build_tiny, load_model, policy_ref
 from countdown_rlvr.task import get_reward
 
@@ -70,7 +70,7 @@ def test_records_columns_counts_and_determinism(tiny, tmp_path):
     pd.testing.assert_frame_equal(df, _evaluate(ref))
     pd.testing.assert_frame_equal(df, _evaluate(load_model(tiny)))
     assert not df["completion"].equals(_evaluate(ref, seeds=[2, 3])["completion"])
-    # the metrics of eval.summarize accept the records as they are
+    # the metrics of metrics.summarize accept the records as they are
     m = summarize(df, ks=(1, 2, 3), budgets=(1, 3))
     assert {"test", "ood", "diagnostics", "failures", "best_of_n"} <= set(m)
     assert m["test"]["n_problems"] == 3 and m["ood"]["n_problems"] == 1

@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from countdown_rlvr import headline
-from countdown_rlvr.eval import records_frame
+from countdown_rlvr.metrics import records_frame
 from countdown_rlvr.model import build_tiny, load_model
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
 from countdown_rlvr.research.interventions import (

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .eval import pass_at_k, solved_within
+from .metrics import pass_at_k, solved_within
 from .stats import bootstrap_ci, mcnemar, paired_permutation_test, pass_at_k_ci
 
 

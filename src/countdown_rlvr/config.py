@@ -139,7 +139,7 @@ RULES: dict[str, Rule] = {
     "n_numbers": list_of(integer(2, MAX_NUMBERS)), "ood_n_numbers": list_of(integer(2, MAX_NUMBERS)),
     "number_range": int_range(1), "target_range": int_range(0), "ood_target_range": int_range(0),
     "solutions": choice("construction", "solver"), "styles": list_of(choice("direct", "search")),
-    "strategies": list_of(text), "facts_frac": FRACTION, "hint_frac": FRACTION, "pack": flag,
+    "strategies": list_of(choice("direct", "search")), "facts_frac": FRACTION, "hint_frac": FRACTION, "pack": flag,
     "threshold": number(0, True, 1), "val_frac": number(0, hi=0.5), "filter": flag,
     "repair_frac": FRACTION, "heldout_frac": number(0, hi=0.9),
     # evaluation and statistics
@@ -247,11 +247,6 @@ def _build(cls, stage: str, block: dict[str, Any], path: str):
         raise StageError(stage, f"{exc} (fix the `{path}:` section of params.yaml)") from exc
 
 
-def keys(cls) -> tuple[str, ...]:
-    """The param keys of a section dataclass."""
-    return tuple(f.name for f in dataclasses.fields(cls))
-
-
 @dataclass(frozen=True)
 class Sampler:
     """A sampler block (`rloo.sampler`, `teacher_traces.sampler`, ...)."""
@@ -259,6 +254,10 @@ class Sampler:
     top_p: float  # nucleus mass kept (1.0 = off)
     top_k: int  # most likely tokens kept (0 = off)
     max_new_tokens: int  # generation cap (tokens)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mapping `sampling.generate` takes."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -371,3 +370,169 @@ class OPD(RL):
     distill_coef: float  # lambda_KL: weight of the forward KL to the teacher
     distill_temperature: float  # T: both distributions softened by 1/T
     teacher_strategy: str | None  # teacher prompt's hint: direct | search | null = none
+
+
+# --------------------------------------------------------------------------- data and evaluation
+@dataclass(frozen=True)
+class Model:
+    """`model`: the model every stage loads, and how it is prompted and run."""
+    prompt_style: str  # tiny = compact prompt | chat = the S0 prompt as a chat turn
+    base: str  # tiny = embedded Qwen2-style model (stage `base`) | hub id | model dir
+    tiny_preset: str  # model.TINY_PRESETS entry of the tiny base
+    seed: int  # weight initialisation of the tiny model
+    dtype: str  # float32 | bfloat16 | float16 | auto
+    threads: int | None  # torch intra-op threads (null = one per core)
+
+
+def prompt_style(stage: str, params: dict[str, Any]) -> str:
+    """`model.prompt_style`, the one `model` key most stages read."""
+    return from_section(Model, stage, params, "model").prompt_style
+
+
+def eval_sampler(stage: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The fixed evaluation sampler (`sampler:`), as the mapping `sampling.generate` takes."""
+    return from_section(EvalSampler, stage, params, "sampler").as_dict()
+
+
+@dataclass(frozen=True)
+class Problems:
+    """`problems`: the train / test / OOD problem files."""
+    seed: int  # generation seed
+    n_train: int  # train pool size
+    count_train_solutions: int  # first N train problems get their solutions counted
+    n_test: int  # held-out evaluation problems
+    n_ood: int  # out-of-distribution problems
+    n_numbers: list[int]  # operand counts, cycled
+    number_range: list[int]  # [low, high] of each number
+    target_range: list[int]  # [low, high] of in-distribution targets
+    ood_n_numbers: list[int]  # operand counts of the OOD split
+    ood_target_range: list[int]  # [low, high] of OOD targets
+
+
+@dataclass(frozen=True)
+class Traces:
+    """`traces`: solver step traces and repair-format examples of the train problems."""
+    seed: int  # style rotation and solution choice
+    n_problems: int | None  # first N train problems (null = all)
+    per_problem: int  # traces per problem
+    solutions: str  # construction | solver
+    styles: list[str]  # trace styles, cycled across problems
+    repair_frac: float  # share of problems that also get a repair-format example
+
+
+@dataclass(frozen=True)
+class TeacherTraces:
+    """`teacher_traces`: verification-gated teacher samples under rotated strategy hints."""
+    n_problems: int | None  # first N train problems
+    k: int  # samples per problem, split evenly across the strategies
+    strategies: list[str]  # strategy hints, rotated
+    seed: int  # sampling seed (+ strategy index)
+    batch_size: int  # sequences per generate call
+    sampler: Sampler  # the teacher's sampler
+
+    def __post_init__(self):
+        if self.k % len(self.strategies):
+            raise ValueError(f"teacher_traces.k ({self.k}) must be a multiple of the number of "
+                             f"strategies ({len(self.strategies)})")
+
+
+@dataclass(frozen=True)
+class Dedup:
+    """`dedup`: MiniLM + FAISS near-duplicate removal, then the train / validation split."""
+    sources: list[str]  # data/traces/<source>.jsonl files pooled
+    threshold: float  # cosine at or above which a trace is a duplicate
+    per_problem: bool  # compare only traces of the same (problem, prompt)
+    val_frac: float  # validation share
+    seed: int  # split seed
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """`pairs`: preference pairs per source."""
+    seed: int  # pair choice and the base model's sampling seed
+    n_problems: int | None  # first N train problems
+    per_problem: int  # pairs per problem and source
+    max_per_source: int | str | None  # cap per source: an integer, min, or null (no cap)
+    base_k: int  # base-model samples per problem (the `base` source)
+    base_sampler: Sampler  # the base model's sampler
+
+
+@dataclass(frozen=True)
+class Diagnose:
+    """`diagnose`: zero-signal diagnosis of the SFT policy."""
+    k: int  # samples per test prompt (the group size)
+    seed: int  # sampling seed
+    reward: str  # reward of the average score
+    batch_size: int  # sequences per generate call
+
+    def __post_init__(self):
+        if self.k < 2:
+            raise ValueError(f"diagnose.k must be >= 2 (a group needs two samples for any "
+                             f"contrast), got {self.k}")
+
+
+@dataclass(frozen=True)
+class Repair:
+    """`repair`: feedback-conditioned repair of failed attempts."""
+    n_attempts: int  # failed attempts repaired
+    k: int  # repair samples per attempt and condition
+    seed: int  # attempt choice, Fshuf derangement, sampling seed
+    conditions: list[str]  # F0 .. F4, Fshuf, R
+    batch_size: int  # sequences per generate call
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """`int`: interventional training with the solver as the oracle."""
+    n_problems: int  # first N train problems sampled to find unsolved ones
+    k: int  # samples per problem; all K fail = unsolved
+    seed: int  # sampling seed of the K samples and the continuations
+    eval_seed: int  # pass@K seed on the unsolved set
+    heldout_frac: float  # share of the unsolved problems never trained on
+    traces_per_problem: int  # failed traces per unsolved problem intervened on
+    n_continuations: int  # continuations sampled per intervention
+    filter: bool  # keep only interventions with a verified continuation
+    rl_problems: str  # unsolved | all
+    batch_size: int  # sequences per generate call
+    sft: SFT  # the patch and the solver-solution baseline
+    rloo: dict[str, Any]  # overrides of `rloo` for the RL arms (built with inherit="rloo")
+
+    def __post_init__(self):
+        if self.eval_seed == self.seed:
+            raise ValueError("int.eval_seed must differ from int.seed: on the selection seed "
+                             "the SFT policy fails every unsolved problem by construction")
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """`evaluate`: samples of every policy on the held-out splits."""
+    policies: dict[str, str]  # policy name -> model dir
+    splits: list[str]  # data/problems/<split>.jsonl files
+    n: int  # samples per prompt and seed
+    seeds: list[int]  # sampling seeds
+    reward: str  # reward column
+    batch_size: int  # sequences per generate call
+    ks: list[int]  # pass@k
+    budgets: list[int]  # best-of-N budgets
+
+
+@dataclass(frozen=True)
+class Compare:
+    """`compare`: paired tests between policies on the same problems."""
+    pairs: list[list[str]] | None  # [a, b] policy pairs
+    ks: list[int]  # paired outcome: solved within the first k samples
+    seed: int  # the sampling seed whose samples are paired
+    splits: list[str]  # splits compared
+    exact: bool  # McNemar: exact binomial | continuity-corrected chi-square
+    n_boot: int  # bootstrap resamples
+    alpha: float  # 1 - interval coverage
+    boot_seed: int  # bootstrap seed
+
+
+@dataclass(frozen=True)
+class Report:
+    """`report`: reports/report.md and the figures."""
+    require_all: bool  # fail on missing metrics files (false: "not run" rows)
+    reference: str  # policy every table row is tested against
+    best_of_n_policy: str | None  # S4 Table 2 policy (null = highest test pass@1)
+    dpi: int  # figure resolution

@@ -1,6 +1,6 @@
 """Run a policy over the held-out problems: sample, verify, one record per sample.
 
-    evaluate_policy(ref, problems, ...) -> per-sample records DataFrame (eval.RECORDS_SCHEMA)
+    evaluate_policy(ref, problems, ...) -> per-sample records DataFrame (metrics.RECORDS_SCHEMA)
     score_samples(problem, samples, ...) -> the records of one problem's samples
     not_trained(model_dir)               -> why a policy need not be sampled (None: sample it)
 
@@ -8,7 +8,7 @@
 
 The records hold everything a later stage needs to re-score or pair samples without
 sampling again: the problem (numbers, target), the completion text and the verdict.
-Metrics are computed from them by `eval.summarize`, never from the model directly.
+Metrics are computed from them by `metrics.summarize`, never from the model directly.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .eval import records_frame
+from .metrics import records_frame
 from .model import ModelRef, load_model
 from .sampling import generate
 from .task import get_reward, solve_prompt, verify
@@ -116,7 +116,7 @@ def evaluate_policy(ref: ModelRef | tuple, problems: Sequence[dict[str, Any]], n
 
 
 def extra_metrics(records: pd.DataFrame) -> dict[str, float]:
-    """Per-sample diagnostics `eval.summarize` does not cover, on the test split."""
+    """Per-sample diagnostics `metrics.summarize` does not cover, on the test split."""
     test = records[records["split"] == "test"]
     return {
         "truncated": float((test["finish_reason"] == "length").mean()),  # max_new_tokens hit

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from .io import atomic_path
+from .config import from_section
+from .io import atomic_path, load_params
 
 EOS = "<|endoftext|>"
 EOS_ID = 0  # the only trainer special token, so it gets id 0
@@ -134,6 +136,15 @@ def build_tiny(preset_or_dict: str | dict[str, Any], out_dir: str | Path, seed: 
     return Path(out_dir)
 
 
+def new_tiny(preset: str, seed: int):
+    """(model, tokenizer) of a freshly initialised tiny model, saved and reloaded through
+    `load_model`: the code path of every later load. Every process builds the same init."""
+    if preset not in TINY_PRESETS:
+        raise ValueError(f"tiny preset {preset!r} is unknown; valid: {', '.join(TINY_PRESETS)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        return load_model(str(build_tiny(preset, Path(tmp) / "init", seed=seed)))
+
+
 def n_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())  # tied weights are counted once
 
@@ -157,6 +168,16 @@ def configure(params: dict[str, Any]) -> None:
     SETTINGS.update(dtype=dtype, sampler=params.get("sampler"))
     if model.get("threads"):  # intra-op threads: see benchmarks/bench_contention.py
         torch.set_num_threads(model["threads"])
+
+
+def load_stage(stage: str, cls, path: str | None = None, inherit: str | None = None):
+    """What every model stage does first: read and check params.yaml, apply its run settings
+    to this process (`configure`), and build the stage's section (`path`, default the stage's
+    name) as the dataclass `cls`, so a bad value fails before any model loads.
+    Returns (params, config)."""
+    params = load_params()
+    configure(params)
+    return params, from_section(cls, stage, params, path or stage, inherit)
 
 
 def mixed_precision() -> str:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest, chi2, permutation_test
 
-from .eval import pass_at_k
+from .metrics import pass_at_k
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Zero-signal diagnosis (S0 §3.2, §5.1): how often does binary RLVR see no contrast?
 
 The samples are ordinary evaluation records (`evaluate.evaluate_policy`, split `test`), so
-the numbers come from `eval.summarize` like every policy's; this module only flattens them
+the numbers come from `metrics.summarize` like every policy's; this module only flattens them
 into S0's diagnostic row and pulls out the failed attempts that `repair` starts from.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..eval import summarize
+from ..metrics import summarize
 
 FAILED_KEYS = ("attempt_id", "problem_id", "n_numbers", "numbers", "target", "sample",
                "completion", "failure", "expression", "value")

@@ -40,9 +40,9 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
-from ..config import RL, SFT
-from ..eval import pass_at_k
+from ..config import RL, SFT, Interventions
 from ..evaluate import evaluate_policy
+from ..metrics import pass_at_k
 from ..model import policy_ref
 from ..sampling import generate
 from ..stats import mcnemar
@@ -371,26 +371,26 @@ def mcnemar_vs_int(solved: dict[str, list[bool]], unsolved: Sequence[dict]) -> d
     return tests
 
 
-def interventions_metrics(s: dict[str, Any], problems: Sequence[dict], unsolved: Sequence[dict],
+def interventions_metrics(cfg: Interventions, problems: Sequence[dict], unsolved: Sequence[dict],
                           heldout: Sequence[dict], rows: Sequence[dict], *, patch: dict, rl: dict,
                           plain_rl: dict, solver: dict, passk: dict, solved: dict,
                           heldout_passk: dict, heldout_solved: dict) -> dict[str, Any]:
-    """reports/metrics/int.json (before the headline split). s: params.yaml `int`.
+    """reports/metrics/int.json (before the headline split). cfg: params.yaml `int`.
     unsolved: the trained-on part of the unsolved problems; heldout: the rest (never
     trained on). pass_at_k / mcnemar are on `unsolved`, heldout_* on `heldout`."""
     kept = [r for r in rows if r["kept"]]
     n_unsolved = len(unsolved) + len(heldout)
     return {
-        "n_problems": len(problems), "k": s["k"], "unsolved": n_unsolved,
+        "n_problems": len(problems), "k": cfg.k, "unsolved": n_unsolved,
         "unsolved_frac": n_unsolved / len(problems),
         "unsolved_train": len(unsolved), "unsolved_heldout": len(heldout),
         "interventions": {
-            "found": len(rows), "kept": len(kept), "filter": bool(s["filter"]),
-            "n_continuations": s["n_continuations"],
+            "found": len(rows), "kept": len(kept), "filter": bool(cfg.filter),
+            "n_continuations": cfg.n_continuations,
             "reasons": dict(sorted(Counter(r["reason"] for r in rows).items())),
             "kept_reasons": dict(sorted(Counter(r["reason"] for r in kept).items())),
             "continuation_success": (sum(r["continuations_correct"] for r in rows)
-                                     / (len(rows) * s["n_continuations"]) if rows else None),
+                                     / (len(rows) * cfg.n_continuations) if rows else None),
         },
         "sft": patch, "rloo": rl, "plain_rl": plain_rl, "solver_sft": solver,
         "pass_at_k": passk, "mcnemar": mcnemar_vs_int(solved, unsolved),

@@ -122,11 +122,9 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
     model, seconds = log.close(accelerator, model)
     summary = {**supervised_summary(log, loop, stop, seen, seconds, n_proc), "pairs": len(pairs),
                "pairs_used": len(rows), **first_final(log.curve, CURVES)}
-    if stats is not None:
-        stats.update(summary)
-    if accelerator.is_main_process:
-        print(f"[ipo] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
-              f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, margin "
-              f"{summary['margin_first']:.3f} -> {summary['margin_final']:.3f}, pref acc "
-              f"{summary['pref_acc_final']:.2f} (stopped by {stop})", flush=True)
+    log.publish(summary, stats,
+                f"[ipo] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
+                f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, margin "
+                f"{summary['margin_first']:.3f} -> {summary['margin_final']:.3f}, pref acc "
+                f"{summary['pref_acc_final']:.2f} (stopped by {stop})")
     return model

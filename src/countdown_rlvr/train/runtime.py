@@ -27,9 +27,10 @@ from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
+from .. import headline as headlines
 from ..config import Adapter, Optim, Supervised
-from ..io import StageError, write_metrics, write_timing
-from ..model import load_model, mixed_precision, policy_ref, save_policy_dir
+from ..io import StageError, atomic_path, empty_curves, write_json, write_metrics, write_timing
+from ..model import REF_FILE, load_model, mixed_precision, policy_ref, save_policy_dir
 
 SCHEDULES = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
 # reports/timings keys of the supervised loops (train_sft, train_ipo)
@@ -243,6 +244,14 @@ class StepLog:
         model.eval()
         return model, seconds
 
+    def publish(self, summary: dict[str, Any], stats: dict[str, Any] | None, line: str) -> None:
+        """Hand the run's summary to the caller's `stats` dict and print its one-line result
+        (main process)."""
+        if stats is not None:
+            stats.update(summary)
+        if self.main:
+            print(line, flush=True)
+
 
 def supervised_summary(log: StepLog, loop: Loop, stop: str | None, seen: int, seconds: float,
                        n_proc: int) -> dict[str, Any]:
@@ -333,3 +342,23 @@ def fit_and_save(stage: str, tok, out_dir: str | Path, train: Callable, metrics:
               f"reports/details/), reports/timings/{stage}.json, dvclive/{stage} "
               f"({stats['steps']} steps, {stats['seconds']:.0f} s)")
     return model, stats
+
+
+def pass_through(stage: str, base: str, out_dir: str | Path) -> None:
+    """Record an existing model (hub id or `save_pretrained` dir) as this stage's policy:
+    out_dir/REF.json names it and `model.resolve_base` follows it; nothing is trained."""
+    if not is_main_process():
+        return
+    path, out_dir = Path(base), Path(out_dir)
+    if path.exists() and not (path / "config.json").exists():
+        raise StageError(stage, f"{stage} model {base!r} is a local path without config.json; "
+                                "point it at a `save_pretrained` model dir or a hub id.")
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        write_json(tmp / REF_FILE, {"base": base})
+    empty_curves(stage, ("loss", "token_acc"))  # the declared curve dir: empty plots
+    write_metrics(stage, {"base": base, "trained": False,
+                          "note": "pass-through: downstream stages load this model"},
+                  headlines.training)
+    write_timing(stage, {"seconds": 0.0})
+    print(f"[{stage}] wrote {out_dir}/{REF_FILE} -> {base} (pass-through, nothing trained)")

@@ -140,12 +140,10 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
     summary = {**supervised_summary(log, loop, stop, seen, seconds, n_proc),
                "examples": len(examples), "rows": len(rows), "examples_cut": n_cut,
                "completion_tokens": tokens, **first_final(log.curve, ("loss", "token_acc"))}
-    if stats is not None:
-        stats.update(summary)
-    if accelerator.is_main_process:
-        print(f"[train] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
-              f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, "
-              f"token acc {summary['token_acc_final']:.3f} (stopped by {stop})", flush=True)
+    log.publish(summary, stats,
+                f"[train] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
+                f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, "
+                f"token acc {summary['token_acc_final']:.3f} (stopped by {stop})")
     return model
 
 

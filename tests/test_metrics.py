@@ -1,4 +1,4 @@
-"""Tests for countdown_rlvr.eval: estimators pinned to exact rationals, Monte Carlo checks of
+"""Tests for countdown_rlvr.metrics: estimators pinned to exact rationals, Monte Carlo checks of
 their meaning, and summarize() on a hand-built set of records with hand-computed values."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.eval import (
+from countdown_rlvr.metrics import (
     best_of_n,
     diagnostics_at_k,
     expected_samples,
@@ -304,3 +304,10 @@ def test_solved_within():
         solved_within(records, 1, seed=7)
     with pytest.raises(ValueError):
         solved_within(records, 5)
+
+
+def test_the_public_eval_names_are_the_metrics_functions():
+    from countdown_rlvr import eval as public
+
+    assert public.pass_at_k is pass_at_k and public.expected_samples is expected_samples
+    assert public.pass_at_k(16, 4, 1) == 0.25
