@@ -33,6 +33,7 @@ from countdown_rlvr.io import (
     write_timing,
 )
 from countdown_rlvr.model import configure, load_model, policy_ref
+from countdown_rlvr.research import INT_POLICIES
 from countdown_rlvr.research.interventions import (
     find_unsolved,
     interventions_metrics,
@@ -53,8 +54,8 @@ PLAIN_RL = "data/models/int_plain_rl"
 OUT_ROWS = "data/int/interventions.jsonl"
 KEYS = ("n_problems", "k", "seed", "eval_seed", "heldout_frac", "traces_per_problem",
         "n_continuations", "filter", "rl_problems", "batch_size", "sft", "rloo")
-POLICIES = {"sft": SFT, "int_sft": INT_SFT, "int": INT, "plain_rl": PLAIN_RL,
-            "int_solver_sft": SOLVER, "rloo": RLOO}
+# research.INT_POLICIES, in its order -> the model directory
+POLICIES = dict(zip(INT_POLICIES, (SFT, INT_SFT, INT, PLAIN_RL, SOLVER, RLOO), strict=True))
 
 
 def configs(params: dict):

@@ -4,13 +4,8 @@ measurements (reports/details/) and dvclive curves (dvclive/) only."""
 import time
 
 from countdown_rlvr.io import DETAILS, StageError, load_params, section, write_timing
-from countdown_rlvr.report import (
-    IPO_SOURCES,
-    REPAIR,
-    MissingInputs,
-    render_report,
-    report_policies,
-)
+from countdown_rlvr.report import IPO_SOURCES, MissingInputs, render_report, report_policies
+from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 REPORT_KEYS = ("require_all", "reference", "best_of_n_policy", "dpi")
 
@@ -21,7 +16,7 @@ def main() -> None:
     policies = list(section(params, "evaluate", required=("policies",))["policies"] or {})
     # what this run trains; the seeds' full sets when those stages are not configured
     ipo_sources = list((params.get("ipo") or {}).get("sources") or IPO_SOURCES)
-    distill = list((params.get("distill") or {}).get("conditions") or REPAIR)
+    distill = list((params.get("distill") or {}).get("conditions") or REPAIR_LABELS)
     known = report_policies(policies, ipo_sources, distill)
     for key in ("reference", "best_of_n_policy"):
         if (r[key] is not None or key == "reference") and r[key] not in known:
