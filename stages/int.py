@@ -38,6 +38,7 @@ from countdown_rlvr.io import (
     write_timing,
 )
 from countdown_rlvr.model import load_model, load_stage, policy_ref
+from countdown_rlvr.research import INT_POLICIES
 from countdown_rlvr.research.interventions import (
     find_unsolved,
     interventions_metrics,
@@ -56,8 +57,8 @@ SFT, RLOO, TRAIN = "data/models/sft", "data/models/rloo", "data/problems/train.j
 INT_SFT, INT, SOLVER = "data/models/int_sft", "data/models/int", "data/models/int_solver_sft"
 PLAIN_RL = "data/models/int_plain_rl"
 OUT_ROWS = "data/int/interventions.jsonl"
-POLICIES = {"sft": SFT, "int_sft": INT_SFT, "int": INT, "plain_rl": PLAIN_RL,
-            "int_solver_sft": SOLVER, "rloo": RLOO}
+# research.INT_POLICIES, in its order -> the model directory
+POLICIES = dict(zip(INT_POLICIES, (SFT, INT_SFT, INT, PLAIN_RL, SOLVER, RLOO), strict=True))
 
 
 def main() -> None:

@@ -5,7 +5,8 @@ import time
 
 from countdown_rlvr.config import Evaluate, Report, from_section
 from countdown_rlvr.io import DETAILS, StageError, load_params, write_timing
-from countdown_rlvr.report import IPO_SOURCES, REPAIR, MissingInputs, render_report, report_policies
+from countdown_rlvr.report import IPO_SOURCES, MissingInputs, render_report, report_policies
+from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 
 def main() -> None:
@@ -14,7 +15,7 @@ def main() -> None:
     policies = list(from_section(Evaluate, "report", params, "evaluate").policies)
     # what this run trains; the seeds' full sets when those stages are not configured
     ipo_sources = list((params.get("ipo") or {}).get("sources") or IPO_SOURCES)
-    distill = list((params.get("distill") or {}).get("conditions") or REPAIR)
+    distill = list((params.get("distill") or {}).get("conditions") or REPAIR_LABELS)
     known = report_policies(policies, ipo_sources, distill)
     for key in ("reference", "best_of_n_policy"):
         name = getattr(cfg, key)

@@ -26,12 +26,12 @@ def config_of(cls, path: str, overrides: dict | None = None, inherit: str | None
 
     import yaml
 
-    from countdown_rlvr.config import _merged, from_section
+    from countdown_rlvr.config import from_section, merged
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     *parents, last = path.split(".")
     block = params
     for part in parents:
         block = block[part]
-    block[last] = _merged(block[last], overrides or {})
+    block[last] = merged(block[last], overrides or {})
     return from_section(cls, "test", params, path, inherit)

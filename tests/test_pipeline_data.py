@@ -33,9 +33,13 @@ def test_data_stages_run_cache_rerun_selectively_and_reproduce(pipeline, tmp_pat
     for name in ("problems", "traces", "teacher_traces", "dedup", "pairs"):
         json.loads(pipeline.read(f"reports/details/{name}.json"))
     # repair-format examples: train problems only, and they reach the student's SFT data
-    rows = lambda path: [json.loads(x) for x in pipeline.read(path).splitlines()]
+    def rows(path):
+        return [json.loads(x) for x in pipeline.read(path).splitlines()]
+
+    def key(r):
+        return tuple(sorted(r["numbers"])), r["target"]
+
     repair = rows("data/traces/repair.jsonl")
-    key = lambda r: (tuple(sorted(r["numbers"])), r["target"])
     held_out = {key(p) for split in ("test", "ood") for p in rows(f"data/problems/{split}.jsonl")}
     assert repair and not {key(r) for r in repair} & held_out
     assert {r["problem_id"] for r in repair} <= {p["id"] for p in rows("data/problems/train.jsonl")}

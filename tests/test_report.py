@@ -14,12 +14,12 @@ import yaml
 from countdown_rlvr.report import (
     FIGURES,
     IPO_SOURCES,
-    REPAIR,
     MissingInputs,
     load_inputs,
     render_report,
     report_policies,
 )
+from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "report"
@@ -97,7 +97,7 @@ def test_every_table_is_filled_from_the_metrics(complete):
     assert rows["rloo"][12] == f"{d['pvalue']:.3g}"
     # S0 Table 2: every condition, McNemar against R-resample from repair.json
     rows = {r[0]: r for r in table_rows(md, "S0 Table 2")}
-    assert set(rows) == set(REPAIR.values())
+    assert set(rows) == set(REPAIR_LABELS.values())
     f3 = metrics("repair.json")["conditions"]["F3"]
     assert rows["F3 localized"][1] == f"{f3['success_rate']:.4f}"
     mc = f3["mcnemar_vs_resample"]

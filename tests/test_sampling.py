@@ -297,7 +297,7 @@ def test_static_cache_path_runs_peft_layers_and_bf16(base, dtype):
     u = torch.rand(12, 24, generator=torch.Generator().manual_seed(0))
     args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
             True)
-    assert sampling._decoder(model) is not None  # not silently the fallback
+    assert sampling.fast_path_model(model) is not None  # not silently the fallback
     fast, slow = _decode(model, *args), _decode_hf(model, *args)
     assert torch.equal(fast[0], slow[0])
     torch.testing.assert_close(fast[1], slow[1], atol=1e-4, rtol=1e-4)

@@ -9,8 +9,9 @@ it is a typo, or a param this code does not read.
 
 Stages still check the relations between values (e.g. `int.eval_seed` != `int.seed`).
 
-The sections the training code reads are frozen dataclasses (one field per key, one comment
-per field), built by `from_section`; params.yaml is the only place their values live.
+Every params.yaml section is a frozen dataclass below (one field per key, one comment per
+field), built by `from_section`; relations between values (`__post_init__`) are checked
+there too. params.yaml is the only place their values live: no field has a default.
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ def from_section(cls, stage: str, params: dict[str, Any], path: str, inherit: st
     `stage` with a StageError that names the key and the fix."""
     block = _block(stage, params, path)
     if inherit is not None:
-        block = _merged(_block(stage, params, inherit), block)
+        block = merged(_block(stage, params, inherit), block)
     return _build(cls, stage, block, path)
 
 
@@ -223,8 +224,9 @@ def _block(stage: str, params: dict[str, Any], path: str) -> dict[str, Any]:
     return block
 
 
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    return {**base, **{k: _merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict)
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `over` on top; a key holding a mapping in both is merged recursively."""
+    return {**base, **{k: merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict)
                        else v for k, v in over.items()}}
 
 

@@ -4,8 +4,8 @@
     write_figures(inp, fig_dir)   -> {figure name: file name} of the figures drawn
 
 A leaf under report.py: it owns what the drawing needs (the RL runs and their dvclive
-panels, the repair conditions' labels) and report.py imports those from here, so the two
-never disagree on a run, a panel or a label.
+panels) and report.py imports those from here, so the two never disagree on a run or a
+panel. The repair conditions' labels are task.prompts.REPAIR_LABELS, which both import.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from .io import atomic_path
+from .task.prompts import REPAIR_LABELS, RESAMPLE
 
 if TYPE_CHECKING:  # type only: report.py imports this module
     from .report import Inputs
@@ -26,12 +27,6 @@ RL_RUNS = ("rloo", "rloo_shaped", "opd", "opd_ac")  # runs with per-step dvclive
 # dvclive metric (TSV file stem, under any sub-folder such as train/) -> panel title
 CURVES = {"reward_mean": "reward mean", "zero_std_frac": "fraction of zero-std groups",
           "kl": "KL to reference (k3)", "entropy": "entropy"}
-# repair.json / distill condition key -> S0 Table 2 label. The keys are
-# research.repair.CONDITIONS, not imported: that module loads torch (sampling), the report
-# stage must not.
-REPAIR = {"F1": "F1 generic", "F2": "F2 error-class", "F3": "F3 localized",
-          "F4": "F4 targeted", "Fshuf": "F-shuffled", "R": "R-resample"}
-RESAMPLE = "R"  # research.repair.RESAMPLE: the same-budget control
 
 
 def pass_ks(block: dict) -> list[int]:
@@ -134,10 +129,10 @@ def fig_best_of_n(inp: Inputs) -> Figure:
 
 def fig_repair(inp: Inputs) -> Figure:
     conds = inp.data["repair.json"]["conditions"]
-    names = [c for c in REPAIR if c in conds]
+    names = [c for c in REPAIR_LABELS if c in conds]
     rates = [conds[c]["success_rate"] for c in names]
     fig, (ax,) = _figure(size=(7.0, 4.0))
-    bars = ax.bar([REPAIR[c] for c in names], rates,
+    bars = ax.bar([REPAIR_LABELS[c] for c in names], rates,
                   color=[_color(6 if c == RESAMPLE else 0) for c in names])
     ax.bar_label(bars, [str(conds[c]["successes"]) for c in names], fontsize=8)
     ax.set_ylim(0, 1.25 * max(rates + [1e-3]))  # room for the labels and the legend

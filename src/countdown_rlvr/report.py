@@ -25,16 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from .figures import CURVES, FIGURES, REPAIR, RESAMPLE, RL_RUNS, pass_ks, write_figures
+from .figures import CURVES, FIGURES, RL_RUNS, pass_ks, write_figures
 from .io import write_text
 from .pairs import SOURCES as IPO_SOURCES  # SPEC §4 pair sources (ipo.sources)
+from .research import INT_POLICIES  # int.json pass_at_k rows
+from .task.prompts import REPAIR_LABELS, RESAMPLE
 
 # The seeds' table rows. Metrics files and policy names follow the producing stages:
 # ipo/<source>.json + eval/ipo_<source>.json, distill/<key>.json + eval/distill_<key>.json.
-# The RL runs and the repair conditions come from figures.py (their figures draw them too).
-# int.json pass_at_k rows: the POLICIES of stages/int.py, a script (and a torch one), so
-# not importable here
-INT_POLICIES = ("sft", "int_sft", "int", "plain_rl", "int_solver_sft", "rloo")
+# The RL runs come from figures.py (their figures draw them too); the repair conditions
+# (task.prompts) and stage int's policies (research) from the torch-free modules that the
+# stages writing those files import them from.
 REQUIRED_CURVES = ("reward_mean", "zero_std_frac", "entropy")  # kl only when rloo.kl_coef > 0
 NA = "–"
 # read when present, never required: the shaped-reward RLOO arm (seed claims) and the
@@ -67,7 +68,7 @@ class Inputs:
 
 # --------------------------------------------------------------------------- inputs
 
-def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR)) -> list[str]:
+def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> list[str]:
     """The seeds' policies of this configuration, then any other configured one (e.g. a
     teacher), in params order."""
     seeds = ("base", "sft", *(f"ipo_{s}" for s in ipo_sources), *RL_RUNS, "int",
@@ -75,7 +76,7 @@ def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR
     return [*seeds, *(p for p in configured if p not in seeds)]
 
 
-def expected_inputs(policies, ipo_sources=IPO_SOURCES, distill=tuple(REPAIR)) -> dict[str, str]:
+def expected_inputs(policies, ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> dict[str, str]:
     """Every measurement file (relative to reports/details) the report reads -> its stage."""
     files = {f"eval/{p}.json": f"evaluate@{p}" for p in policies}
     files["compare.json"] = "compare"
@@ -101,7 +102,7 @@ def read_curves(run_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def load_inputs(metrics_dir: str | Path, dvclive_dir: str | Path, configured=(),
-                ipo_sources=IPO_SOURCES, distill=tuple(REPAIR)) -> Inputs:
+                ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> Inputs:
     """Read whatever exists of the report's inputs; record the expected ones that are absent.
 
     Expected: the files of this configuration (configured policies, `ipo_sources`, `distill`
@@ -112,7 +113,7 @@ def load_inputs(metrics_dir: str | Path, dvclive_dir: str | Path, configured=(),
     metrics_dir, dvclive_dir = Path(metrics_dir), Path(dvclive_dir)
     policies = report_policies(configured, ipo_sources, distill)
     stages = expected_inputs(policies, ipo_sources, distill)
-    optional = expected_inputs(report_policies(configured), IPO_SOURCES, tuple(REPAIR))
+    optional = expected_inputs(report_policies(configured), IPO_SOURCES, tuple(REPAIR_LABELS))
     optional |= dict.fromkeys(EXTRA_INPUTS, "")  # the seed claims and caveats, when present
     data = {rel: json.loads((metrics_dir / rel).read_text())
             for rel in {**optional, **stages} if (metrics_dir / rel).is_file()}
@@ -436,7 +437,7 @@ def repair_table(ctx: Context) -> list[str]:
     header = ["condition", "success", "count", "n", "new error", "avg. feedback tokens",
               "McNemar vs R-resample (b / c)", "p"]
     rows = [_repair_row(cond, label, m["conditions"].get(cond), len(header))
-            for cond, label in REPAIR.items()]
+            for cond, label in REPAIR_LABELS.items()]
     return lines + [
         (f"{m.get('n_attempts', NA)} fixed failed attempts of the SFT policy, each repaired "
          f"under every condition ({m.get('k', NA)} sample(s) each); McNemar on the matched "
@@ -470,7 +471,7 @@ def distill_table(ctx: Context) -> list[str]:
             ctx.marker_row("RLOO", ["eval/rloo.json"], n) or [
                 "RLOO", f"{_get(ctx.data.get('rloo.json'), 'reward', default='?')} reward", NA,
                 *_distill_cells(ctx, "rloo", k)]]
-    for cond, label in REPAIR.items():
+    for cond, label in REPAIR_LABELS.items():
         name, rel = f"SD-{cond}", f"distill/{cond}.json"
         if _get(ctx.data, rel, "trained") is False:
             rows.append([name, f"successful {label} repairs", _f(ctx.data[rel].get("examples")),
@@ -809,7 +810,7 @@ def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures
 
 def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str | Path,
                   fig_dir: str | Path, configured=(), ipo_sources=IPO_SOURCES,
-                  distill=tuple(REPAIR), require_all: bool = True, reference: str = "sft",
+                  distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
                   best_of_n_policy: str | None = None, dpi: int = 100) -> Inputs:
     """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
 

@@ -180,9 +180,10 @@ def _pick(logits: torch.Tensor, u: torch.Tensor | None, sp: SamplerParams,
     return tok, logp
 
 
-def _decoder(model):
-    """The Qwen2/Llama-layout model under `model` (a peft wrapper is looked through: its
-    LoRA layers are called as modules), or None for anything else (-> HF forward path)."""
+def fast_path_model(model):
+    """The Qwen2/Llama-layout model under `model` that our decode loop drives (a peft wrapper
+    is looked through: its LoRA layers are called as modules), or None for anything else
+    (-> the HF forward path, `_decode_hf`)."""
     m = model.get_base_model() if hasattr(model, "get_base_model") else model
     cfg = getattr(m, "config", None)
     if getattr(cfg, "model_type", None) not in ("qwen2", "llama") or \
@@ -251,7 +252,7 @@ def _decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: Sa
     and leave the batch (and cache) once a quarter of it has finished: compacting costs a
     copy of the cache, so doing it at every EOS costs more than a few idle rows.
     """
-    m = _decoder(model)
+    m = fast_path_model(model)
     if m is None:
         return _decode_hf(model, input_ids, attention_mask, sp, eos, pad, u, return_logprobs)
     B, P = input_ids.shape

@@ -13,6 +13,10 @@ from pathlib import Path
 
 from ..io import atomic_path, empty_curves
 
+# The policies stage `int` compares by pass@k (int.json's rows), in its order; stages/int.py
+# maps each to its model directory. Here, torch-free, so that the report can import them.
+INT_POLICIES = ("sft", "int_sft", "int", "plain_rl", "int_solver_sft", "rloo")
+
 
 def untrained(src: str | Path, dest: str | Path, curves: str) -> None:
     """What a training step writes when it has no data to train on: the policy in `src`

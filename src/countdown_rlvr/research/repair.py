@@ -42,13 +42,9 @@ from ..io import atomic_path
 from ..sampling import generate
 from ..stats import mcnemar
 from ..task import feedback, solve_prompt, verify
-from ..task.prompts import F0_NONE, R_RESAMPLE
+from ..task.prompts import F0_NONE, NO_FEEDBACK, R_RESAMPLE, RESAMPLE
+from ..task.prompts import REPAIR_CONDITIONS as CONDITIONS  # DVC-safe key -> S0 name
 
-# DVC-safe condition key -> S0 condition name (task.prompts.FEEDBACK_CONDITIONS)
-CONDITIONS: dict[str, str] = {"F0": "F0", "F1": "F1", "F2": "F2", "F3": "F3", "F4": "F4",
-                              "Fshuf": "F-shuffled", "R": "R-resample"}
-RESAMPLE = "R"
-NO_FEEDBACK = "F0"
 REPAIR_WRAPPER = (  # S0 Table 1, "Repair wrapper"
     "Problem: Numbers: {numbers}. Target: {target}. Previous attempt: {completion}. "
     "Verifier feedback: {feedback}. Revise the solution. Use each provided number exactly "

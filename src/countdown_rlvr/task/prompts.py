@@ -57,6 +57,16 @@ R_RESAMPLE = "Generate a fresh solution attempt. Do not copy any previous expres
 F0_NONE = ""
 
 FEEDBACK_CONDITIONS = ("F0", "F1", "F2", "F3", "F4", "F-shuffled", "R-resample")
+# The repair conditions (research.repair), owned here so that the report stage, which must
+# not load torch, shares them: DVC-safe key (params repair/distill.conditions, file names)
+# -> S0 name.
+REPAIR_CONDITIONS: dict[str, str] = {"F0": "F0", "F1": "F1", "F2": "F2", "F3": "F3", "F4": "F4",
+                                     "Fshuf": "F-shuffled", "R": "R-resample"}
+RESAMPLE = "R"  # the same-budget control every condition is compared against
+NO_FEEDBACK = "F0"  # the repair prompt with the feedback slot empty (not in S0)
+# S0 Table 2's six conditions (F0 excluded) -> their label in the report and its figures
+REPAIR_LABELS = {"F1": "F1 generic", "F2": "F2 error-class", "F3": "F3 localized",
+                 "F4": "F4 targeted", "Fshuf": "F-shuffled", "R": "R-resample"}
 
 
 def fmt_value(v: Fraction | None) -> str:

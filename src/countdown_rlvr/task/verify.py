@@ -137,7 +137,10 @@ def _parse_shape(shape: tuple[str, ...]) -> list[int | str]:
 
 
 @lru_cache(maxsize=16384)
-def _parse_shape_cached(shape: tuple[str, ...]) -> list[int | str] | ParseError:
+def parse_shape_cached(shape: tuple[str, ...]) -> list[int | str] | ParseError:
+    """The RPN of a shape (an answer's text between its literals), or its ParseError,
+    returned so that failures are cached too. The verifier's shape cache: `_split` skips it
+    for shapes over MAX_CACHED_SHAPE characters or MAX_CACHED_BYTES."""
     try:
         return _parse_shape(shape)
     except ParseError as exc:
@@ -161,7 +164,7 @@ def _split(expression: str) -> tuple[tuple[str, ...], list[str], list[int | str]
     chars = sum(map(len, shape))
     if chars <= MAX_CACHED_SHAPE and \
             _size(shape, chars, expression.isascii()) <= MAX_CACHED_BYTES:
-        return shape, literals, _parse_shape_cached(shape)
+        return shape, literals, parse_shape_cached(shape)
     try:
         return shape, literals, _parse_shape(shape)
     except ParseError as exc:

@@ -345,6 +345,66 @@ def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_m
         optimizer.zero_grad(set_to_none=True)
 
 
+def check_run(problems: list[dict], cfg: RL, ref_model) -> None:
+    """The mistakes `train_rloo` refuses before any model work."""
+    get_reward(cfg.reward)  # ValueError listing the valid rewards
+    if not problems:
+        raise ValueError("no training problems")
+    if cfg.kl_coef > 0 and ref_model is None:
+        raise ValueError("kl_coef > 0 needs a ref_model (e.g. train.runtime.frozen_copy of the init policy)")
+
+
+def make_curriculum(problems: list[dict], cfg: RL) -> Curriculum | None:
+    """S1 Alg. 1's curriculum over `problems` when `cfg.curriculum`, else None (seeded shuffle)."""
+    if not cfg.curriculum:
+        return None
+    return Curriculum(curriculum_tiers(problems, cfg.curriculum_target_bins),
+                      cfg.curriculum_window, float(cfg.curriculum_threshold))
+
+
+def choose_problems(problems: list[dict], step: int, cfg: RL, curriculum: Curriculum | None):
+    """The step's `prompts_per_step` problems: from the unlocked tiers under a curriculum."""
+    pool = curriculum.pool() if curriculum else None
+    return [problems[i] for i in step_problems(len(problems), cfg.prompts_per_step, step,
+                                               cfg.seed, pool)]
+
+
+def _progress(row: dict[str, float]) -> dict[str, str]:
+    """The progress bar's numbers."""
+    return {"reward": f"{row['reward_mean']:.3f}", "pass_rate": f"{row['pass_rate']:.3f}",
+            "zero_std": f"{row['zero_std_frac']:.2f}"}
+
+
+def rl_summary(curve: list[dict], cfg: RL, curriculum: Curriculum | None, n_proc: int,
+               seconds: float, gen_s: float, upd_s: float, gen_tokens: int,
+               zero_groups: int) -> dict[str, Any]:
+    """train_rloo's `stats`: counts and timings (gen_tokens: this process's), first / final of
+    every diagnostic, and the curriculum's tier of the last step and the step each later tier
+    unlocked at."""
+    steps, K = len(curve), cfg.prompts_per_step
+    summary: dict[str, Any] = {
+        "steps": steps, "seconds": round(seconds, 2), "generate_seconds": round(gen_s, 2),
+        "update_seconds": round(upd_s, 2), "processes": n_proc,
+        "rollouts": steps * K * cfg.group_size,
+        "generated_tokens": gen_tokens * n_proc,  # approx. on N > 1
+        "generated_tokens_per_s": round(gen_tokens * n_proc / max(gen_s, 1e-9), 1),
+        **first_final(curve, DIAGNOSTICS),
+        "zero_std_groups": zero_groups, "groups": steps * K,
+        "tier_final": int(curve[-1]["tier"]) if curriculum else None,
+        "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < steps] if curriculum else [],
+    }
+    summary["tier_unlock_step"] = (summary["tier_unlock_steps"] or [None])[0]
+    return summary
+
+
+def done_line(kind: str, summary: dict[str, Any], seconds: float, gen_s: float) -> str:
+    """The run's last line (seconds unrounded, unlike the summary's)."""
+    return (f"[{kind}] {summary['steps']} steps in {seconds:.1f}s (generate {gen_s:.1f}s), reward "
+            f"{summary['reward_mean_first']:.3f} -> {summary['reward_mean_final']:.3f}, pass rate "
+            f"{summary['pass_rate_first']:.3f} -> {summary['pass_rate_final']:.3f}, zero-std "
+            f"groups {summary['zero_std_frac_final']:.2f}")
+
+
 def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, teacher=None,
                prompt_style: str = "tiny", live=None, stats: dict[str, Any] | None = None):
     """RLOO on `problems` (dicts with `numbers` and `target`); OPD when `teacher` is given.
@@ -356,11 +416,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
     final (mean over the first / last 10% of steps) of every diagnostic, steps, seconds.
     Returns the trained (unwrapped) model in eval mode.
     """
-    get_reward(cfg.reward)  # ValueError listing the valid rewards, before any model work
-    if not problems:
-        raise ValueError("no training problems")
-    if cfg.kl_coef > 0 and ref_model is None:
-        raise ValueError("kl_coef > 0 needs a ref_model (e.g. train.runtime.frozen_copy of the init policy)")
+    check_run(problems, cfg, ref_model)
     # the prompts of a step are the batch that processes split (each samples its share)
     accelerator = setup_run(cfg.prompts_per_step, cfg.seed)
     n_proc, kind = accelerator.num_processes, "OPD" if teacher is not None else "RLOO"
@@ -369,9 +425,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
     for m in (ref_model, teacher):
         if m is not None:
             m.to(accelerator.device).eval().requires_grad_(False)
-    curriculum = (Curriculum(curriculum_tiers(problems, cfg.curriculum_target_bins),
-                             cfg.curriculum_window, float(cfg.curriculum_threshold))
-                  if cfg.curriculum else None)
+    curriculum = make_curriculum(problems, cfg)
     model, optimizer = accelerator.prepare(model, adamw(model, cfg))
     policy = accelerator.unwrap_model(model)  # the sampler's view of the live weights
     if accelerator.is_main_process:
@@ -382,8 +436,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
     log = StepLog(accelerator, live, cfg.steps, kind.lower(), cfg.log_every)
     model.train()
     for step in range(cfg.steps):
-        pool = curriculum.pool() if curriculum else None
-        chosen = [problems[i] for i in step_problems(len(problems), K, step, cfg.seed, pool)]
+        chosen = choose_problems(problems, step, cfg, curriculum)
         tg = time.time()
         ro, sums, adv, n_tokens = step_rollouts(policy, tok, chosen, cfg, step, accelerator,
                                                 prompt_style, teacher is not None)
@@ -395,35 +448,18 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
         if curriculum:
             row["tier"] = float(curriculum.level)  # the tier this step's prompts came from
             curriculum.update(row["pass_rate"])  # the same value on every process: same level
-        log.step(row, (*DIAGNOSTICS, "tier"), lambda r: {"reward": f"{r['reward_mean']:.3f}",
-                 "pass_rate": f"{r['pass_rate']:.3f}", "zero_std": f"{r['zero_std_frac']:.2f}"})
+        log.step(row, (*DIAGNOSTICS, "tier"), _progress)
     model, seconds = log.close(accelerator, model)
-    steps = len(log.curve)
-    summary: dict[str, Any] = {
-        "steps": steps, "seconds": round(seconds, 2), "generate_seconds": round(gen_s, 2),
-        "update_seconds": round(upd_s, 2), "processes": n_proc,
-        "rollouts": steps * K * G, "generated_tokens": gen_tokens * n_proc,  # approx. on N > 1
-        "generated_tokens_per_s": round(gen_tokens * n_proc / max(gen_s, 1e-9), 1),
-        **first_final(log.curve, DIAGNOSTICS),
-        "zero_std_groups": zero_groups, "groups": steps * K,
-        # curriculum: the tier of the last step, and the step each later tier unlocked at
-        "tier_final": int(log.curve[-1]["tier"]) if curriculum else None,
-        "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < steps] if curriculum else [],
-    }
-    summary["tier_unlock_step"] = (summary["tier_unlock_steps"] or [None])[0]
-    if stats is not None:
-        stats.update(summary)
-    if accelerator.is_main_process:
-        print(f"[{kind}] {steps} steps in {seconds:.1f}s (generate {gen_s:.1f}s), reward "
-              f"{summary['reward_mean_first']:.3f} -> {summary['reward_mean_final']:.3f}, pass rate "
-              f"{summary['pass_rate_first']:.3f} -> {summary['pass_rate_final']:.3f}, zero-std "
-              f"groups {summary['zero_std_frac_final']:.2f}", flush=True)
+    summary = rl_summary(log.curve, cfg, curriculum, n_proc, seconds, gen_s, upd_s, gen_tokens,
+                         zero_groups)
+    log.publish(summary, stats, done_line(kind, summary, seconds, gen_s))
     return model
 
 
 # --------------------------------------------------------------------------- stage side
-TIMING_KEYS = ("seconds", "generate_seconds", "update_seconds", "processes", "generated_tokens",
-               "generated_tokens_per_s")
+# reports/timings/<stage>.json keys of an RL stage (runtime.TIMING_KEYS: a supervised one)
+RL_TIMING_KEYS = ("seconds", "generate_seconds", "update_seconds", "processes",
+                  "generated_tokens", "generated_tokens_per_s")
 
 
 def first_problems(stage: str, path: str | Path, n: int | None) -> list[dict]:
@@ -451,4 +487,4 @@ def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RL, out_d
                 **{k: stats[k] for k in ("zero_std_groups", "groups", "tier_unlock_step",
                                          "tier_unlock_steps")}}
 
-    return fit_and_save(stage, tok, out_dir, train, metrics, headline.rl, TIMING_KEYS)[0]
+    return fit_and_save(stage, tok, out_dir, train, metrics, headline.rl, RL_TIMING_KEYS)[0]
