@@ -7,33 +7,25 @@ one (problem, prompt), so a repair example is never a duplicate of its plain sol
 
 from collections import Counter
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Dedup, from_section
 from countdown_rlvr.dedup import dedup_records, train_val_split
-from countdown_rlvr.io import (
-    load_params,
-    read_jsonl,
-    require_inputs,
-    write_jsonl,
-    write_metrics,
-    write_timing,
-)
 
 OUT = "data/sft"
 
 
 def main() -> None:
-    cfg = from_section(Dedup, "dedup", load_params(), "dedup")
+    cfg = from_section(Dedup, "dedup", io.load_params(), "dedup")
     paths = [f"data/traces/{s}.jsonl" for s in cfg.sources]
-    require_inputs("dedup", *paths)
-    records = [r for path in paths for r in read_jsonl(path)]
+    io.require_inputs("dedup", *paths)
+    records = [r for path in paths for r in io.read_jsonl(path)]
     # the S1 setting compares across problems; MiniLM barely reads numbers, so by default
     # only traces of the same problem are compared (see countdown_rlvr.dedup)
     kept, metrics = dedup_records(records, threshold=cfg.threshold,
                                   group_key=("problem_id", "prompt") if cfg.per_problem else None)
     train, val = train_val_split(kept, val_frac=cfg.val_frac, seed=cfg.seed)
-    write_jsonl(f"{OUT}/train.jsonl", train)
-    write_jsonl(f"{OUT}/val.jsonl", val)
+    io.write_jsonl(f"{OUT}/train.jsonl", train)
+    io.write_jsonl(f"{OUT}/val.jsonl", val)
     metrics["split"] = {"train": len(train), "val": len(val)}
     repair = [r for r in train if r["source"] == "repair"]  # what `sft` trains on
     metrics["repair_train"] = {
@@ -42,8 +34,8 @@ def main() -> None:
         "by_failure": dict(sorted(Counter(r["failure"] for r in repair).items()))}
     # embeddings/s is a timing, not a result: it lives outside the versioned metrics
     timing = {"embeddings_per_s": metrics.pop("embeddings_per_s")}
-    write_metrics("dedup", metrics, headline.dedup)
-    write_timing("dedup", timing)
+    io.write_metrics("dedup", metrics, headline.dedup)
+    io.write_timing("dedup", timing)
     print(f"[dedup] kept {metrics['kept']}/{metrics['total']} traces; wrote {OUT}/train.jsonl "
           f"({len(train)}), {OUT}/val.jsonl ({len(val)}), reports/metrics/dedup.json")
 

@@ -8,16 +8,9 @@ reports/metrics/diagnose.json and reports/timings/diagnose.json.
 
 import time
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Diagnose, eval_sampler, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy
-from countdown_rlvr.io import (
-    read_jsonl,
-    require_inputs,
-    write_jsonl,
-    write_metrics,
-    write_timing,
-)
 from countdown_rlvr.metrics import write_records
 from countdown_rlvr.model import load_stage, policy_ref
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
@@ -30,8 +23,8 @@ def main() -> None:
     params, cfg = load_stage("diagnose", Diagnose)  # fails before any work
     sampler = eval_sampler("diagnose", params)
     style = prompt_style("diagnose", params)
-    require_inputs("diagnose", POLICY, TEST)
-    problems = read_jsonl(TEST)
+    io.require_inputs("diagnose", POLICY, TEST)
+    problems = io.read_jsonl(TEST)
     t0 = time.time()
     print(f"[diagnose] {len(problems)} test problems x {cfg.k} samples from {POLICY}", flush=True)
     records = evaluate_policy(policy_ref(POLICY), problems, cfg.k, sampler, [cfg.seed], style,
@@ -40,9 +33,9 @@ def main() -> None:
     metrics = diagnosis(records, cfg.k)
     failed = failed_attempts(records)
     write_records(records, RECORDS)
-    write_jsonl(FAILED, failed)
-    write_metrics("diagnose", metrics, headline.diagnose)
-    write_timing("diagnose", {"seconds": round(time.time() - t0, 2)})
+    io.write_jsonl(FAILED, failed)
+    io.write_metrics("diagnose", metrics, headline.diagnose)
+    io.write_timing("diagnose", {"seconds": round(time.time() - t0, 2)})
     print(f"[diagnose] pass@1 {metrics['pass@1']:.3f}, pass@{cfg.k} {metrics['pass@k']:.3f}, "
           f"all-fail {metrics['all_fail']:.3f}, zero-informative {metrics['zero_informative']:.3f}, "
           f"reward contrast {metrics['reward_contrast']:.3f}; {len(failed)} failed attempts")

@@ -13,9 +13,8 @@ reports/timings/distill/<condition>.json, dvclive/distill/<condition>.
 import sys
 import time
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Distill, prompt_style
-from countdown_rlvr.io import StageError, require_inputs, write_metrics, write_timing
 from countdown_rlvr.model import load_stage
 from countdown_rlvr.research import untrained
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples, read_repairs
@@ -29,14 +28,14 @@ def main(argv: list[str]) -> None:
     params, cfg = load_stage("distill", Distill)  # fails before any work
     conds = cfg.conditions
     if len(argv) != 1 or argv[0] not in conds or argv[0] not in CONDITIONS:
-        raise StageError("distill", f"usage: python stages/distill.py <condition> with <condition> "
+        raise io.StageError("distill", f"usage: python stages/distill.py <condition> with <condition> "
                                     f"one of distill.conditions {conds} (valid: {', '.join(CONDITIONS)})")
     cond = argv[0]
     style = prompt_style("distill", params)
-    require_inputs("distill", POLICY, REPAIRS)
+    io.require_inputs("distill", POLICY, REPAIRS)
     repairs = read_repairs(REPAIRS)
     if cond not in set(repairs["condition"]):
-        raise StageError("distill", f"{REPAIRS} has no {cond} repairs; add {cond} to "
+        raise io.StageError("distill", f"{REPAIRS} has no {cond} repairs; add {cond} to "
                                     "repair.conditions and run `dvc repro repair`")
     examples = distill_examples(repairs, cond, style)
     name, out = f"distill/{cond}", f"data/models/distill/{cond}"
@@ -47,8 +46,8 @@ def main(argv: list[str]) -> None:
         print(f"[{name}] warning: no successful {cond} repair; saving the SFT policy unchanged "
               f"as {out}")
         untrained(POLICY, out, name)
-        write_metrics(name, {**info, "trained": False, "examples": 0}, headline.training)
-        write_timing(name, {"seconds": round(time.time() - t0, 2)})
+        io.write_metrics(name, {**info, "trained": False, "examples": 0}, headline.training)
+        io.write_timing(name, {"seconds": round(time.time() - t0, 2)})
         return
     print(f"[{name}] {len(examples)} distinct successful repairs -> no-feedback SFT", flush=True)
     model, tok = init_policy("distill", POLICY, cfg)

@@ -8,16 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Evaluate, eval_sampler, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy, extra_metrics, not_trained
-from countdown_rlvr.io import (
-    StageError,
-    producing_stage,
-    read_jsonl,
-    require_inputs,
-    write_metrics,
-)
 from countdown_rlvr.metrics import records_frame, summarize, write_records
 from countdown_rlvr.model import load_stage, policy_ref
 
@@ -27,20 +20,20 @@ def main(argv: list[str]) -> None:
     policies = cfg.policies
     if len(argv) != 1 or argv[0] not in policies:
         got = f"unknown policy {argv[0]!r}" if len(argv) == 1 else "no policy given"
-        raise StageError("evaluate", f"{got}; usage: python stages/evaluate.py <policy> with "
+        raise io.StageError("evaluate", f"{got}; usage: python stages/evaluate.py <policy> with "
                          f"<policy> one of {sorted(policies)} (`evaluate.policies`)")
     name, path = argv[0], str(policies[argv[0]])
     if not Path(path).exists():
-        stage = producing_stage(path)
+        stage = io.producing_stage(path)
         hint = f"`dvc repro {stage}`" if stage else "the stage that writes it"
-        raise StageError("evaluate", f"model dir {path} of policy {name!r} not found; run "
+        raise io.StageError("evaluate", f"model dir {path} of policy {name!r} not found; run "
                          f"{hint} (or `dvc repro evaluate@{name}`, which runs it first)")
     out, mpath = f"data/eval/{name}/records.parquet", f"reports/metrics/eval/{name}.json"
     if reason := not_trained(path):
         # no samples: the declared outs exist (empty records, a metrics file that says why),
         # compare skips the policy and the report marks it "not trained"
         write_records(records_frame([]), out)
-        write_metrics(f"eval/{name}", {"trained": False, "not_evaluated": reason},
+        io.write_metrics(f"eval/{name}", {"trained": False, "not_evaluated": reason},
                       headline.evaluation)
         print(f"[evaluate] {name}: {reason}; not sampled, wrote empty {out} and {mpath}")
         return
@@ -49,10 +42,10 @@ def main(argv: list[str]) -> None:
     try:
         ref = policy_ref(path)
     except (FileNotFoundError, ValueError) as exc:
-        raise StageError("evaluate", f"policy {name!r}: {exc}") from exc
+        raise io.StageError("evaluate", f"policy {name!r}: {exc}") from exc
     files = [f"data/problems/{split}.jsonl" for split in cfg.splits]
-    require_inputs("evaluate", *files)
-    problems = [row for f in files for row in read_jsonl(f)]
+    io.require_inputs("evaluate", *files)
+    problems = [row for f in files for row in io.read_jsonl(f)]
 
     print(f"[evaluate] {name}: {ref.adapter or ref.base}"
           f"{f' on {ref.base}' if ref.adapter else ''}, {len(problems)} problems, "
@@ -64,12 +57,12 @@ def main(argv: list[str]) -> None:
                                   batch_size=cfg.batch_size)
         metrics = summarize(records, cfg.ks, cfg.budgets)
     except (ValueError, ImportError) as exc:
-        raise StageError("evaluate", f"{exc} (check the `evaluate:` / `sampler:` / `model:` "
+        raise io.StageError("evaluate", f"{exc} (check the `evaluate:` / `sampler:` / `model:` "
                          "sections of params.yaml)") from exc
     metrics["samples"] = extra_metrics(records)
 
     write_records(records, out)
-    write_metrics(f"eval/{name}", metrics, headline.evaluation)
+    io.write_metrics(f"eval/{name}", metrics, headline.evaluation)
     test = metrics["test"]
     print(f"[evaluate] {name}: test pass@1 {test['pass@1']:.3f}"
           + (f", ood pass@1 {metrics['ood']['pass@1']:.3f}" if "ood" in metrics else "")

@@ -21,7 +21,7 @@ Writes reports/metrics/int.json, reports/timings/int.json, data/int/intervention
 dvclive/int/{sft,solver_sft,rloo,plain_rl}.
 """
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import (
     RL,
     Interventions,
@@ -29,13 +29,6 @@ from countdown_rlvr.config import (
     eval_sampler,
     from_section,
     prompt_style,
-)
-from countdown_rlvr.io import (
-    read_jsonl,
-    require_inputs,
-    write_jsonl,
-    write_metrics,
-    write_timing,
 )
 from countdown_rlvr.model import load_model, load_stage, policy_ref
 from countdown_rlvr.research import INT_POLICIES
@@ -68,8 +61,8 @@ def main() -> None:
     sampler = eval_sampler("int", params)
     style = prompt_style("int", params)
     styles = from_section(Traces, "int", params, "traces").styles
-    require_inputs("int", SFT, RLOO, TRAIN)
-    problems = read_jsonl(TRAIN)[:cfg.n_problems]
+    io.require_inputs("int", SFT, RLOO, TRAIN)
+    problems = io.read_jsonl(TRAIN)[:cfg.n_problems]
     gen = {"backend": sampler["backend"], "batch_size": cfg.batch_size}
     seconds: dict[str, float] = {}
     with timed(seconds, "sample"):  # 1. who is unsolved
@@ -83,7 +76,7 @@ def main() -> None:
     with timed(seconds, "search"):  # 2. interventions + the filter
         rows = search_interventions(policy, unsolved, by_problem, cfg.n_continuations,
                                     cfg.traces_per_problem, sampler, cfg.seed, style, **gen)
-        write_jsonl(OUT_ROWS, rows)
+        io.write_jsonl(OUT_ROWS, rows)
         print(f"[int] {len(found)} unsolved ({len(heldout)} held out); {len(rows)} interventions, "
               f"{sum(r['kept'] for r in rows)} kept by the filter", flush=True)
     with timed(seconds, "sft"):  # 3. patch
@@ -110,8 +103,8 @@ def main() -> None:
     metrics = interventions_metrics(cfg, problems, unsolved, heldout, rows, patch=patch, rl=rl,
                                     plain_rl=plain_rl, solver=solver, passk=passk, solved=solved,
                                     heldout_passk=held_passk, heldout_solved=held_solved)
-    write_metrics("int", metrics, headline.interventions)
-    write_timing("int", {"seconds": round(sum(seconds.values()), 2), "phases": seconds})
+    io.write_metrics("int", metrics, headline.interventions)
+    io.write_timing("int", {"seconds": round(sum(seconds.values()), 2), "phases": seconds})
     for what, res, part in (("trained-on", passk, unsolved), ("held-out", held_passk, heldout)):
         summary = ", ".join(f"{name} {v['pass@k']:.3f}" for name, v in res.items()
                             if v["pass@k"] is not None)

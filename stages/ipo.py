@@ -9,9 +9,8 @@ of one `dvc repro`. The reference is the SFT policy, frozen. Also runs under
 
 import sys
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import IPO
-from countdown_rlvr.io import StageError, read_jsonl, require_inputs
 from countdown_rlvr.model import load_stage
 from countdown_rlvr.pairs import SOURCES
 from countdown_rlvr.train.ipo import train_ipo
@@ -37,17 +36,17 @@ def main(argv: list[str]) -> None:
     sources = cfg.sources
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
-        raise StageError("ipo", f"unknown pair source(s) {unknown} in `ipo.sources`; valid: "
+        raise io.StageError("ipo", f"unknown pair source(s) {unknown} in `ipo.sources`; valid: "
                                 f"{', '.join(SOURCES)}; remove or rename them in params.yaml")
     if len(argv) != 1 or argv[0] not in sources:
         got = f"source {argv[0]!r} is not in `ipo.sources`" if len(argv) == 1 else "no source given"
-        raise StageError("ipo", f"{got}; usage: python stages/ipo.py <source> with <source> one "
+        raise io.StageError("ipo", f"{got}; usage: python stages/ipo.py <source> with <source> one "
                                 f"of {sources}")
     source = argv[0]
-    require_inputs("ipo", PAIRS, SFT)
-    pairs = [p for p in read_jsonl(PAIRS) if p["source"] == source]
+    io.require_inputs("ipo", PAIRS, SFT)
+    pairs = [p for p in io.read_jsonl(PAIRS) if p["source"] == source]
     if not pairs:
-        raise StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/metrics/pairs.json); "
+        raise io.StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/metrics/pairs.json); "
                                 f"remove {source} from `ipo.sources`, or {EMPTY_HINT[source]}")
 
     model, tok = init_policy("ipo", SFT, cfg)

@@ -14,8 +14,8 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 
 import sys
 
+from countdown_rlvr import io
 from countdown_rlvr.config import OPD, prompt_style
-from countdown_rlvr.io import StageError, require_inputs
 from countdown_rlvr.model import load_model, load_stage, policy_ref
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
@@ -31,7 +31,7 @@ def load_teacher(stage: str, student_tok):
     ref = policy_ref(TEACHER)
     teacher, t_tok = load_model(ref.base, ref.adapter)
     if t_tok.get_vocab() != student_tok.get_vocab():
-        raise StageError(stage, f"the teacher ({ref.base}) and the student use different "
+        raise io.StageError(stage, f"the teacher ({ref.base}) and the student use different "
                                 "tokenizers; on-policy distillation compares token distributions, "
                                 "so pick a teacher of the student's tokenizer family (teacher.base)")
     return teacher.eval().requires_grad_(False)
@@ -40,11 +40,11 @@ def load_teacher(stage: str, student_tok):
 def main() -> None:
     stage = sys.argv[1] if len(sys.argv) == 2 else None
     if stage not in VARIANTS:
-        raise StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}}")
+        raise io.StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}}")
     init, out, inherit = VARIANTS[stage]
     params, cfg = load_stage(stage, OPD, inherit=inherit)  # fails before any model loads
     style = prompt_style(stage, params)
-    require_inputs(stage, init, TEACHER)
+    io.require_inputs(stage, init, TEACHER)
     problems = first_problems(stage, TRAIN, cfg.n_problems)
     model, tok = init_policy(stage, init, cfg)
     teacher = load_teacher(stage, tok)

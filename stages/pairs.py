@@ -10,16 +10,9 @@ from collections import Counter
 
 import pandas as pd
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Pairs, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy
-from countdown_rlvr.io import (
-    StageError,
-    read_jsonl,
-    require_inputs,
-    write_jsonl,
-    write_metrics,
-)
 from countdown_rlvr.model import load_model, load_stage
 from countdown_rlvr.pairs import (
     SOURCES,
@@ -45,10 +38,10 @@ def _samples(df: pd.DataFrame, prompts: dict[str, str]) -> list[dict]:
 def main() -> None:
     params, cfg = load_stage("pairs", Pairs)  # fails before any work
     style = prompt_style("pairs", params)
-    require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)
-    problems = read_jsonl(PROBLEMS)[: cfg.n_problems]
+    io.require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)
+    problems = io.read_jsonl(PROBLEMS)[: cfg.n_problems]
     ids = {q["id"] for q in problems}
-    solver = [t for t in read_jsonl(SOLVER) if t["problem_id"] in ids]
+    solver = [t for t in io.read_jsonl(SOLVER) if t["problem_id"] in ids]
     prompts = {t["problem_id"]: t["prompt"] for t in solver}
     teacher = _samples(pd.read_parquet(TEACHER).query("problem_id in @ids"), prompts)
     # the base model's own failures on these prompts: the "base-model rejected" source
@@ -62,9 +55,9 @@ def main() -> None:
                  + teacher_pairs(teacher, rng, cfg.per_problem)
                  + base_pairs(correct, base, rng, cfg.per_problem))
     except AssertionError as exc:
-        raise StageError("pairs", f"{exc}; the verifier and the pair builders disagree") from exc
+        raise io.StageError("pairs", f"{exc}; the verifier and the pair builders disagree") from exc
     pairs = cap_sources(built, cfg.max_per_source, rng)
-    write_jsonl(OUT, pairs)
+    io.write_jsonl(OUT, pairs)
     metrics = {"max_per_source": cfg.max_per_source}
     for src in SOURCES:
         rows = [q for q in pairs if q["source"] == src]
@@ -78,7 +71,7 @@ def main() -> None:
             "mean_rejected_chars": sum(q["rejected_chars"] for q in rows) / len(rows) if rows else None,
         }
     metrics["base_sample_pass@1"] = float(base_df["correct"].mean())
-    write_metrics("pairs", metrics, headline.pairs)
+    io.write_metrics("pairs", metrics, headline.pairs)
     print(f"[pairs] wrote {OUT} ({len(pairs)} pairs: "
           + ", ".join(f"{s} {metrics[s]['pairs']}" for s in SOURCES) + ") and reports/metrics/pairs.json")
 

@@ -2,16 +2,15 @@
 
 from collections import Counter
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Problems, from_section
-from countdown_rlvr.io import StageError, load_params, write_jsonl, write_metrics
 from countdown_rlvr.task import generate_problems, problem_key
 
 OUT = "data/problems"
 
 
 def main() -> None:
-    cfg = from_section(Problems, "problems", load_params(), "problems")
+    cfg = from_section(Problems, "problems", io.load_params(), "problems")
     common = {"number_range": tuple(cfg.number_range)}
     try:
         # test first, so the held-out set does not depend on the train size
@@ -25,11 +24,11 @@ def main() -> None:
                                   target_range=tuple(cfg.target_range), exclude=seen,
                                   count_first=cfg.count_train_solutions, **common)
     except (ValueError, TypeError) as exc:
-        raise StageError("problems", f"{exc} (check the `problems:` section of params.yaml)") from exc
+        raise io.StageError("problems", f"{exc} (check the `problems:` section of params.yaml)") from exc
 
     metrics = {}
     for name, probs in (("train", train), ("test", test), ("ood", ood)):
-        write_jsonl(f"{OUT}/{name}.jsonl", [q.to_dict() for q in probs])
+        io.write_jsonl(f"{OUT}/{name}.jsonl", [q.to_dict() for q in probs])
         sols = [q.n_solutions for q in probs if q.n_solutions is not None]
         metrics[name] = {
             "count": len(probs),
@@ -42,7 +41,7 @@ def main() -> None:
             },
         }
         print(f"[problems] wrote {OUT}/{name}.jsonl ({len(probs)} problems)")
-    write_metrics("problems", metrics, headline.problems)
+    io.write_metrics("problems", metrics, headline.problems)
     print("[problems] wrote reports/metrics/problems.json")
 
 

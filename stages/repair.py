@@ -10,15 +10,8 @@ repair sample: the input of `distill`), reports/metrics/repair.json, reports/tim
 
 import time
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Repair, eval_sampler, prompt_style
-from countdown_rlvr.io import (
-    StageError,
-    read_jsonl,
-    require_inputs,
-    write_metrics,
-    write_timing,
-)
 from countdown_rlvr.model import load_model, load_stage, policy_ref
 from countdown_rlvr.research.repair import (
     by_failure,
@@ -39,12 +32,12 @@ def main() -> None:
     try:
         conditions = check_conditions(cfg.conditions)
     except ValueError as exc:
-        raise StageError("repair", f"repair.conditions: {exc}") from exc
-    require_inputs("repair", POLICY, FAILED)
-    failed = read_jsonl(FAILED)
+        raise io.StageError("repair", f"repair.conditions: {exc}") from exc
+    io.require_inputs("repair", POLICY, FAILED)
+    failed = io.read_jsonl(FAILED)
     attempts = select_attempts(failed, cfg.n_attempts, cfg.seed)
     if len(attempts) < 2:
-        raise StageError("repair", f"only {len(attempts)} failed attempt(s) in {FAILED}; repair "
+        raise io.StageError("repair", f"only {len(attempts)} failed attempt(s) in {FAILED}; repair "
                                    "needs at least 2 (raise diagnose.k or problems.n_test)")
     if len(attempts) < cfg.n_attempts:
         print(f"[repair] warning: {len(failed)} failed attempts exist; using all "
@@ -59,10 +52,10 @@ def main() -> None:
                           cfg.batch_size, backend=sampler["backend"])
     per_cond = repair_metrics(repairs)
     write_repairs(repairs, OUT)
-    write_metrics("repair", {
+    io.write_metrics("repair", {
         "n_attempts": len(attempts), "n_problems": len({a["problem_id"] for a in attempts}),
         "k": cfg.k, "conditions": per_cond, "by_failure": by_failure(repairs)}, headline.repair)
-    write_timing("repair", {"seconds": round(time.time() - t0, 2), "samples": len(repairs)})
+    io.write_timing("repair", {"seconds": round(time.time() - t0, 2), "samples": len(repairs)})
     for cond, m in per_cond.items():
         mc, m0 = m["mcnemar_vs_resample"], m.get("mcnemar_vs_F0")
         print(f"[repair] {cond:6s} success {m['success_rate']:.4f} ({m['successes']}/{m['n']}), "

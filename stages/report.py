@@ -3,14 +3,14 @@ measurements (reports/details/) and dvclive curves (dvclive/) only."""
 
 import time
 
+from countdown_rlvr import io
 from countdown_rlvr.config import Evaluate, Report, from_section
-from countdown_rlvr.io import DETAILS, StageError, load_params, write_timing
 from countdown_rlvr.report import IPO_SOURCES, MissingInputs, render_report, report_policies
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 
 def main() -> None:
-    params = load_params()
+    params = io.load_params()
     cfg = from_section(Report, "report", params, "report")  # fails before any work
     policies = list(from_section(Evaluate, "report", params, "evaluate").policies)
     # what this run trains; the seeds' full sets when those stages are not configured
@@ -20,20 +20,20 @@ def main() -> None:
     for key in ("reference", "best_of_n_policy"):
         name = getattr(cfg, key)
         if (name is not None or key == "reference") and name not in known:
-            raise StageError("report", f"`report.{key}` {name!r} is not a policy; use one of "
+            raise io.StageError("report", f"`report.{key}` {name!r} is not a policy; use one of "
                              f"{known} (or add it to `evaluate.policies`)")
     t0 = time.time()
     try:
-        inp = render_report(DETAILS, "dvclive", "reports/report.md", "reports/figures",
+        inp = render_report(io.DETAILS, "dvclive", "reports/report.md", "reports/figures",
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
                             require_all=cfg.require_all, reference=cfg.reference,
                             best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
-        raise StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "
+        raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "
                          "is evaluated once it is in `evaluate.policies`), or set "
                          "`report.require_all: false` to render them as 'not run'") from exc
-    write_timing("report", {"seconds": round(time.time() - t0, 2)})
+    io.write_timing("report", {"seconds": round(time.time() - t0, 2)})
     note = f" ({len(inp.missing)} inputs missing, marked 'not run')" if inp.missing else ""
     print(f"[report] wrote reports/report.md and reports/figures/{note}")
 

@@ -15,8 +15,8 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py`
 
 import sys
 
+from countdown_rlvr import io
 from countdown_rlvr.config import RL, prompt_style
-from countdown_rlvr.io import StageError, require_inputs
 from countdown_rlvr.model import load_stage
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
@@ -27,11 +27,11 @@ ARMS = ("rloo", "rloo_shaped")  # stage name = its params section = its output n
 
 def main(stage: str = "rloo") -> None:
     if stage not in ARMS:
-        raise StageError("rloo", f"unknown RLOO arm {stage!r}; valid: {', '.join(ARMS)}")
+        raise io.StageError("rloo", f"unknown RLOO arm {stage!r}; valid: {', '.join(ARMS)}")
     # an arm's section lists only what differs from `rloo` (rloo_shaped: reward: shaped)
     params, cfg = load_stage(stage, RL, inherit=None if stage == "rloo" else "rloo")
     style = prompt_style(stage, params)
-    require_inputs(stage, SFT)
+    io.require_inputs(stage, SFT)
     problems = first_problems(stage, TRAIN, cfg.n_problems)
     model, tok = init_policy(stage, SFT, cfg)
     ref = frozen_copy(SFT) if cfg.kl_coef > 0 else None

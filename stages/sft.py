@@ -10,22 +10,21 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py`.
 import json
 from pathlib import Path
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import SFT
-from countdown_rlvr.io import DETAILS, read_jsonl, require_inputs, write_metrics
 from countdown_rlvr.model import load_stage
 from countdown_rlvr.train.runtime import init_policy, is_main_process
 from countdown_rlvr.train.sft import completion_metrics, fit_sft
 
 TRAIN, VAL, BASE, OUT = "data/sft/train.jsonl", "data/sft/val.jsonl", "data/models/base", "data/models/sft"
-DETAIL = Path(f"{DETAILS}/sft.json")  # fit_and_save wrote it; the validation numbers join it
+DETAIL = Path(f"{io.DETAILS}/sft.json")  # fit_and_save wrote it; the validation numbers join it
 
 
 def main() -> None:
     _, cfg = load_stage("sft", SFT)  # fails before any work
-    require_inputs("sft", TRAIN, VAL, BASE)
-    train = [(r["prompt"], r["completion"]) for r in read_jsonl(TRAIN)]
-    val = [(r["prompt"], r["completion"]) for r in read_jsonl(VAL)]
+    io.require_inputs("sft", TRAIN, VAL, BASE)
+    train = [(r["prompt"], r["completion"]) for r in io.read_jsonl(TRAIN)]
+    val = [(r["prompt"], r["completion"]) for r in io.read_jsonl(VAL)]
     model, tok = init_policy("sft", BASE, cfg)
     model = fit_sft("sft", model, tok, train, cfg, OUT, {"adapter": cfg.adapter})
     if not is_main_process():
@@ -35,7 +34,7 @@ def main() -> None:
     metrics = {**json.loads(DETAIL.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
                "val_loss": round(v["loss"], 4) if val else None,
                "val_token_acc": round(v["token_acc"], 4) if val else None}
-    write_metrics("sft", metrics, headline.training)
+    io.write_metrics("sft", metrics, headline.training)
     print(f"[sft] validation: loss {metrics['val_loss']}, token acc {metrics['val_token_acc']} "
           f"({len(val)} examples) -> reports/metrics/sft.json")
 

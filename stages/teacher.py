@@ -14,8 +14,8 @@ model dir) is passed through.
 import random
 from pathlib import Path
 
+from countdown_rlvr import io
 from countdown_rlvr.config import Teacher
-from countdown_rlvr.io import StageError, read_jsonl, require_inputs
 from countdown_rlvr.model import load_model, load_stage, new_tiny
 from countdown_rlvr.traces import strategy_prompt
 from countdown_rlvr.train.runtime import pass_through
@@ -29,8 +29,8 @@ def main() -> None:
     if cfg.base != "tiny":
         pass_through("teacher", cfg.base, OUT)
         return
-    require_inputs("teacher", SRC, BASE)
-    traces = read_jsonl(SRC)
+    io.require_inputs("teacher", SRC, BASE)
+    traces = io.read_jsonl(SRC)
     rng = random.Random(cfg.seed)
     examples = [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < cfg.hint_frac
                  else r["prompt"], r["completion"]) for r in traces]
@@ -38,7 +38,7 @@ def main() -> None:
         model, tok = load_model(BASE) if cfg.init == "base" else \
             new_tiny(cfg.tiny_preset, cfg.init_seed)
     except ValueError as exc:
-        raise StageError("teacher", f"teacher.tiny_preset: {exc}") from exc
+        raise io.StageError("teacher", f"teacher.tiny_preset: {exc}") from exc
     fit_sft("teacher", model, tok, examples, cfg, OUT,
             {"base": "tiny", "trained": True, "init": cfg.init,
              "tiny_preset": cfg.tiny_preset if cfg.init == "scratch" else None})

@@ -7,16 +7,9 @@ easy and near-miss negatives from them.
 
 from collections import Counter
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import TeacherTraces, prompt_style
 from countdown_rlvr.evaluate import score_samples
-from countdown_rlvr.io import (
-    atomic_path,
-    read_jsonl,
-    require_inputs,
-    write_jsonl,
-    write_metrics,
-)
 from countdown_rlvr.metrics import records_frame
 from countdown_rlvr.model import load_model, load_stage
 from countdown_rlvr.sampling import generate
@@ -30,8 +23,8 @@ OUT, SAMPLES = "data/traces/teacher.jsonl", "data/traces/teacher_samples.parquet
 def main() -> None:
     params, cfg = load_stage("teacher_traces", TeacherTraces)  # fails before any work
     style = prompt_style("teacher_traces", params)
-    require_inputs("teacher_traces", SRC, MODEL)
-    problems = read_jsonl(SRC)[: cfg.n_problems]
+    io.require_inputs("teacher_traces", SRC, MODEL)
+    problems = io.read_jsonl(SRC)[: cfg.n_problems]
     prompts = [solve_prompt(q["numbers"], q["target"], style) for q in problems]
     policy = load_model(MODEL)
     per = cfg.k // len(cfg.strategies)
@@ -52,12 +45,12 @@ def main() -> None:
                            "strategy": strategy, "source": "teacher"} for r in scored if r["correct"])
     df = records_frame(rows)
     df["strategy"] = [r["strategy"] for r in rows]  # beyond the evaluation record schema
-    with atomic_path(SAMPLES) as tmp:
+    with io.atomic_path(SAMPLES) as tmp:
         df.to_parquet(tmp, index=False)
-    write_jsonl(OUT, traces)
+    io.write_jsonl(OUT, traces)
     solved = df.groupby("problem_id")["correct"].any()
     by_n = df.groupby("n_numbers")
-    write_metrics("teacher_traces", {
+    io.write_metrics("teacher_traces", {
         "samples": len(df), "kept": len(traces), "yield": float(df["correct"].mean()),
         "problems_with_a_trace": float(solved.mean()),
         "yield_by_operands": {f"n{k}": float(g["correct"].mean()) for k, g in by_n},

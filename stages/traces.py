@@ -6,16 +6,8 @@ reads solver.jsonl: it is never asked to repair, and its traces should stay plai
 import random
 from collections import Counter
 
-from countdown_rlvr import headline
+from countdown_rlvr import headline, io
 from countdown_rlvr.config import Traces, from_section, prompt_style
-from countdown_rlvr.io import (
-    StageError,
-    load_params,
-    read_jsonl,
-    require_inputs,
-    write_jsonl,
-    write_metrics,
-)
 from countdown_rlvr.repair_data import repair_counts, repair_examples
 from countdown_rlvr.task import solve_prompt
 from countdown_rlvr.traces import solver_traces
@@ -24,27 +16,27 @@ SRC, OUT, REPAIR = "data/problems/train.jsonl", "data/traces/solver.jsonl", "dat
 
 
 def main() -> None:
-    params = load_params()
+    params = io.load_params()
     cfg = from_section(Traces, "traces", params, "traces")  # fails before any work
     style = prompt_style("traces", params)
-    require_inputs("traces", SRC)
-    problems = read_jsonl(SRC)[: cfg.n_problems]
+    io.require_inputs("traces", SRC)
+    problems = io.read_jsonl(SRC)[: cfg.n_problems]
     rng = random.Random(cfg.seed)
     try:
         rows = [r for i, q in enumerate(problems) for r in solver_traces(
             q, solve_prompt(q["numbers"], q["target"], style), tuple(cfg.styles),
             cfg.per_problem, rng, offset=i * cfg.per_problem, solutions=cfg.solutions)]
     except ValueError as exc:
-        raise StageError("traces", f"{exc} (fix `traces.styles` / `traces.solutions` in "
+        raise io.StageError("traces", f"{exc} (fix `traces.styles` / `traces.solutions` in "
                                    "params.yaml)") from exc
     try:  # train problems only (this file): no test or OOD problem can reach the SFT data
         repair = repair_examples(rows, cfg.repair_frac, cfg.seed, style)
     except ValueError as exc:
-        raise StageError("traces", f"{exc} (fix `traces.repair_frac` in params.yaml)") from exc
-    write_jsonl(OUT, rows)
-    write_jsonl(REPAIR, repair)
+        raise io.StageError("traces", f"{exc} (fix `traces.repair_frac` in params.yaml)") from exc
+    io.write_jsonl(OUT, rows)
+    io.write_jsonl(REPAIR, repair)
     lengths = [len(r["completion"]) for r in rows]
-    write_metrics("traces", {
+    io.write_metrics("traces", {
         "count": len(rows),
         "problems": len(problems),
         "by_strategy": dict(sorted(Counter(r["strategy"] for r in rows).items())),

@@ -17,19 +17,8 @@ import torch
 
 from ..config import IPO
 from ..logprobs import sequence_logprobs
+from . import runtime
 from .losses import ipo_loss
-from .runtime import (
-    StepLog,
-    epochs,
-    first_final,
-    optimizer_step,
-    pad_token_id,
-    prepare_loop,
-    reduce_sum,
-    setup_run,
-    stop_reason,
-    supervised_summary,
-)
 from .sft import collate, example_row
 
 # per-step curves, in the order of the `counts` the loop sums over processes
@@ -81,9 +70,9 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
     """
     if not pairs:
         raise ValueError("no preference pairs")
-    accelerator = setup_run(cfg.batch_size, cfg.seed)
+    accelerator = runtime.setup_run(cfg.batch_size, cfg.seed)
     n_proc = accelerator.num_processes
-    pad_id = pad_token_id(tokenizer)
+    pad_id = runtime.pad_token_id(tokenizer)
     rows = pair_rows(tokenizer, pairs, cfg.max_len)
     if not rows:
         raise ValueError(f"no pair has a chosen and a rejected token within max_len={cfg.max_len}")
@@ -91,7 +80,8 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
     ref = pair_logprobs(ref_model.to(accelerator.device), rows, pad_id, cfg.batch_size)
     items = [(c, r, lp) for (c, r), lp in zip(rows, ref)]
 
-    model, loop = prepare_loop(accelerator, model, items, cfg, lambda b: collate_pairs(b, pad_id))
+    model, loop = runtime.prepare_loop(accelerator, model, items, cfg,
+                                       lambda b: collate_pairs(b, pad_id))
     if accelerator.is_main_process:
         print(f"[ipo] {len(pairs)} pairs -> {len(rows)} within max_len={cfg.max_len}, "
               f"{loop.total} steps of {cfg.batch_size} pairs on {n_proc} process(es), "
@@ -99,15 +89,15 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
               f"rpo_alpha={cfg.rpo_alpha}", flush=True)
 
     model.train()
-    log, seen = StepLog(accelerator, live, loop.total, "ipo", cfg.log_every), 0
-    for step, batch in enumerate(epochs(loop), 1):
+    log, seen = runtime.StepLog(accelerator, live, loop.total, "ipo", cfg.log_every), 0
+    for step, batch in enumerate(runtime.epochs(loop), 1):
         lp = _mean_logprobs(model, batch).view(-1, 2)  # B x [chosen, rejected]
         out = ipo_loss(lp[:, 0], lp[:, 1], batch["ref"][:, 0], batch["ref"][:, 1],
                        beta=float(cfg.beta), rpo_alpha=float(cfg.rpo_alpha))
-        grad_norm = optimizer_step(accelerator, model, loop, out.loss.mean(), cfg.grad_clip)
+        grad_norm = runtime.optimizer_step(accelerator, model, loop, out.loss.mean(), cfg.grad_clip)
         # sums over this process's pairs, then over processes; / n = means per pair
         with torch.no_grad():
-            counts = reduce_sum(accelerator, torch.stack([
+            counts = runtime.reduce_sum(accelerator, torch.stack([
                 out.loss.sum(), out.ipo.sum(), out.margin.sum(), (out.margin > 0).sum(),
                 out.chosen_reward.sum(), out.rejected_reward.sum(), -lp[:, 0].sum(),
                 torch.tensor(len(lp), device=lp.device), batch["attention_mask"].sum()]).float())
@@ -117,11 +107,11 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
                  (*CURVES, "lr", "grad_norm"), lambda r: {
                      "loss": f"{r['loss']:.3f}", "margin": f"{r['margin']:.3f}",
                      "acc": f"{r['pref_acc']:.2f}"})
-        if stop := stop_reason(accelerator, cfg, step, loop.total, log.t0):
+        if stop := runtime.stop_reason(accelerator, cfg, step, loop.total, log.t0):
             break
     model, seconds = log.close(accelerator, model)
-    summary = {**supervised_summary(log, loop, stop, seen, seconds, n_proc), "pairs": len(pairs),
-               "pairs_used": len(rows), **first_final(log.curve, CURVES)}
+    summary = {**runtime.supervised_summary(log, loop, stop, seen, seconds, n_proc),
+               "pairs": len(pairs), "pairs_used": len(rows), **runtime.first_final(log.curve, CURVES)}
     log.publish(summary, stats,
                 f"[ipo] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
                 f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, margin "

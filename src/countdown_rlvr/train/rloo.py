@@ -44,8 +44,8 @@ from ..model import n_parameters, render_prompts
 from ..sampling import derive_seed, generate
 from ..task import get_reward, solve_prompt, verify
 from ..traces import strategy_prompt
+from . import runtime
 from .losses import clipped_is_weight, forward_kl, rloo_advantages, rloo_policy_loss
-from .runtime import StepLog, adamw, first_final, fit_and_save, pad_token_id, reduce_sum, setup_run
 
 # Per-step diagnostics (dvclive `train/<name>`; metrics JSON `<name>_first` / `<name>_final`).
 DIAGNOSTICS = ("reward_mean", "reward_std", "zero_std_frac", "advantage_std", "response_len",
@@ -150,7 +150,7 @@ class Rollouts(NamedTuple):
 def pack_rollouts(tok, prompts: list[str], samples: list[list], device,
                   teacher_prompts: list[str] | None = None) -> Rollouts:
     """Rollouts of `samples` (per prompt, a group of `sampling.Sample`s), prompt-major."""
-    G, pad_id = len(samples[0]), pad_token_id(tok)
+    G, pad_id = len(samples[0]), runtime.pad_token_id(tok)
     flat = [s for group in samples for s in group]
     completions = [s.token_ids for s in flat]  # the sampled ids, never re-tokenized text
 
@@ -183,7 +183,7 @@ class _Sums:
             return self.v
         names = sorted(self.v)
         t = torch.tensor([self.v[n] for n in names], dtype=torch.float64, device=accelerator.device)
-        t = reduce_sum(accelerator, t).cpu().tolist()
+        t = runtime.reduce_sum(accelerator, t).cpu().tolist()
         return dict(zip(names, t))
 
     def means(self, accelerator) -> dict[str, float]:
@@ -388,7 +388,7 @@ def rl_summary(curve: list[dict], cfg: RL, curriculum: Curriculum | None, n_proc
         "rollouts": steps * K * cfg.group_size,
         "generated_tokens": gen_tokens * n_proc,  # approx. on N > 1
         "generated_tokens_per_s": round(gen_tokens * n_proc / max(gen_s, 1e-9), 1),
-        **first_final(curve, DIAGNOSTICS),
+        **runtime.first_final(curve, DIAGNOSTICS),
         "zero_std_groups": zero_groups, "groups": steps * K,
         "tier_final": int(curve[-1]["tier"]) if curriculum else None,
         "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < steps] if curriculum else [],
@@ -418,7 +418,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
     """
     check_run(problems, cfg, ref_model)
     # the prompts of a step are the batch that processes split (each samples its share)
-    accelerator = setup_run(cfg.prompts_per_step, cfg.seed)
+    accelerator = runtime.setup_run(cfg.prompts_per_step, cfg.seed)
     n_proc, kind = accelerator.num_processes, "OPD" if teacher is not None else "RLOO"
     G, K = cfg.group_size, cfg.prompts_per_step
     ref_model = ref_model if cfg.kl_coef > 0 else None  # kl_coef 0: no reference forward
@@ -426,14 +426,14 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
         if m is not None:
             m.to(accelerator.device).eval().requires_grad_(False)
     curriculum = make_curriculum(problems, cfg)
-    model, optimizer = accelerator.prepare(model, adamw(model, cfg))
+    model, optimizer = accelerator.prepare(model, runtime.adamw(model, cfg))
     policy = accelerator.unwrap_model(model)  # the sampler's view of the live weights
     if accelerator.is_main_process:
         print(f"[{kind}] {len(problems)} problems, {cfg.steps} steps of {K} prompts x {G} "
               f"rollouts, reward {cfg.reward}, on {n_proc} process(es)", flush=True)
 
     gen_s, upd_s, gen_tokens, zero_groups = 0.0, 0.0, 0, 0
-    log = StepLog(accelerator, live, cfg.steps, kind.lower(), cfg.log_every)
+    log = runtime.StepLog(accelerator, live, cfg.steps, kind.lower(), cfg.log_every)
     model.train()
     for step in range(cfg.steps):
         chosen = choose_problems(problems, step, cfg, curriculum)
@@ -487,4 +487,4 @@ def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RL, out_d
                 **{k: stats[k] for k in ("zero_std_groups", "groups", "tier_unlock_step",
                                          "tier_unlock_steps")}}
 
-    return fit_and_save(stage, tok, out_dir, train, metrics, headline.rl, RL_TIMING_KEYS)[0]
+    return runtime.fit_and_save(stage, tok, out_dir, train, metrics, headline.rl, RL_TIMING_KEYS)[0]

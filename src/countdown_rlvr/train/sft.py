@@ -17,20 +17,8 @@ import torch
 from .. import headline
 from ..config import SFT
 from ..model import n_parameters, render_prompts
+from . import runtime
 from .losses import completion_nll
-from .runtime import (
-    StepLog,
-    epochs,
-    first_final,
-    fit_and_save,
-    optimizer_step,
-    pad_token_id,
-    prepare_loop,
-    reduce_sum,
-    setup_run,
-    stop_reason,
-    supervised_summary,
-)
 
 
 # --------------------------------------------------------------------------- data
@@ -105,28 +93,29 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
     """
     if not examples:
         raise ValueError("no training examples")
-    accelerator = setup_run(cfg.batch_size, cfg.seed)
+    accelerator = runtime.setup_run(cfg.batch_size, cfg.seed)
     n_proc = accelerator.num_processes
     rows, n_cut = sft_rows(tokenizer, examples, cfg)
     lengths = None if cfg.pack or not group_by_length else [len(r[0]) for r in rows]
-    pad_id = pad_token_id(tokenizer)
-    model, loop = prepare_loop(accelerator, model, rows, cfg, lambda b: collate(b, pad_id), lengths)
+    pad_id = runtime.pad_token_id(tokenizer)
+    model, loop = runtime.prepare_loop(accelerator, model, rows, cfg,
+                                       lambda b: collate(b, pad_id), lengths)
     if accelerator.is_main_process:
         print(f"[train] {len(examples)} examples -> {len(rows)} rows "
               f"({n_cut} cut at max_len={cfg.max_len}), "
               f"{loop.total} steps of {cfg.batch_size} on {n_proc} process(es)", flush=True)
 
     model.train()
-    log = StepLog(accelerator, live, loop.total, "train", cfg.log_every)
+    log = runtime.StepLog(accelerator, live, loop.total, "train", cfg.log_every)
     tokens = seen = 0  # completion tokens trained on / all non-pad tokens processed
-    for step, batch in enumerate(epochs(loop), 1):
+    for step, batch in enumerate(runtime.epochs(loop), 1):
         out = completion_nll(
             model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                   use_cache=False).logits,
             batch["input_ids"], batch["completion_mask"])
-        grad_norm = optimizer_step(accelerator, model, loop, out.loss, cfg.grad_clip)
+        grad_norm = runtime.optimizer_step(accelerator, model, loop, out.loss, cfg.grad_clip)
         # numbers for the log, summed over processes
-        counts = reduce_sum(accelerator, torch.stack([
+        counts = runtime.reduce_sum(accelerator, torch.stack([
             out.loss.detach() * out.n_tokens, out.n_tokens.float(), out.n_correct.float(),
             batch["attention_mask"].sum().float()]))
         tokens, seen = tokens + int(counts[1]), seen + int(counts[3])
@@ -134,12 +123,12 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
                   "token_acc": (counts[2] / counts[1].clamp_min(1)).item(),
                   "lr": loop.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm)}, CURVES,
                  lambda r: {"loss": f"{r['loss']:.3f}", "acc": f"{r['token_acc']:.3f}"})
-        if stop := stop_reason(accelerator, cfg, step, loop.total, log.t0):
+        if stop := runtime.stop_reason(accelerator, cfg, step, loop.total, log.t0):
             break
     model, seconds = log.close(accelerator, model)
-    summary = {**supervised_summary(log, loop, stop, seen, seconds, n_proc),
+    summary = {**runtime.supervised_summary(log, loop, stop, seen, seconds, n_proc),
                "examples": len(examples), "rows": len(rows), "examples_cut": n_cut,
-               "completion_tokens": tokens, **first_final(log.curve, ("loss", "token_acc"))}
+               "completion_tokens": tokens, **runtime.first_final(log.curve, ("loss", "token_acc"))}
     log.publish(summary, stats,
                 f"[train] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
                 f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, "
@@ -157,7 +146,7 @@ def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
                 **{k: round(stats[k], 4) for k in ("loss_first", "loss_final", "token_acc_first",
                                                    "token_acc_final")}}
 
-    return fit_and_save(stage, tok, out_dir,
+    return runtime.fit_and_save(stage, tok, out_dir,
                         lambda live, stats: train_sft(model, tok, examples, cfg, live, stats),
                         metrics, headline.training)[0]
 
@@ -167,7 +156,7 @@ def completion_metrics(model, tokenizer, examples: list[tuple[str, str]], max_le
                        batch_size: int) -> dict[str, float]:
     """Completion NLL and token accuracy of `model` on held-out (prompt, completion) pairs,
     token-weighted over all completion tokens, sequences cut at max_len as in training."""
-    pad_id = pad_token_id(tokenizer)
+    pad_id = runtime.pad_token_id(tokenizer)
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
