@@ -18,13 +18,13 @@ def main() -> None:
         unknown = [x for x in pair if x not in policies]
         if unknown:
             raise io.StageError("compare", f"`compare.pairs` names {unknown}, not in "
-                             f"`evaluate.policies` {sorted(policies)}; add them there or fix "
-                             "the pair")
+                                f"`evaluate.policies` {sorted(policies)}; add them there or fix "
+                                "the pair")
     paths = {name: Path(f"data/eval/{name}/records.parquet") for name in policies}
     missing = [name for name, path in paths.items() if not path.exists()]
     if missing:
         raise io.StageError("compare", f"no records for {missing}; run "
-                         + ", ".join(f"`dvc repro evaluate@{m}`" for m in missing))
+                            + ", ".join(f"`dvc repro evaluate@{m}`" for m in missing))
     records = {name: read_records(path) for name, path in paths.items()}
     try:
         report = compare_policies(records, pairs, cfg.ks, seed=cfg.seed, splits=cfg.splits,

@@ -29,14 +29,14 @@ def main(argv: list[str]) -> None:
     conds = cfg.conditions
     if len(argv) != 1 or argv[0] not in conds or argv[0] not in CONDITIONS:
         raise io.StageError("distill", f"usage: python stages/distill.py <condition> with <condition> "
-                                    f"one of distill.conditions {conds} (valid: {', '.join(CONDITIONS)})")
+                                       f"one of distill.conditions {conds} (valid: {', '.join(CONDITIONS)})")
     cond = argv[0]
     style = prompt_style("distill", params)
     io.require_inputs("distill", POLICY, REPAIRS)
     repairs = read_repairs(REPAIRS)
     if cond not in set(repairs["condition"]):
         raise io.StageError("distill", f"{REPAIRS} has no {cond} repairs; add {cond} to "
-                                    "repair.conditions and run `dvc repro repair`")
+                                       "repair.conditions and run `dvc repro repair`")
     examples = distill_examples(repairs, cond, style)
     name, out = f"distill/{cond}", f"data/models/distill/{cond}"
     info = {"condition": cond, "label": CONDITIONS[cond],

@@ -21,20 +21,20 @@ def main(argv: list[str]) -> None:
     if len(argv) != 1 or argv[0] not in policies:
         got = f"unknown policy {argv[0]!r}" if len(argv) == 1 else "no policy given"
         raise io.StageError("evaluate", f"{got}; usage: python stages/evaluate.py <policy> with "
-                         f"<policy> one of {sorted(policies)} (`evaluate.policies`)")
+                            f"<policy> one of {sorted(policies)} (`evaluate.policies`)")
     name, path = argv[0], str(policies[argv[0]])
     if not Path(path).exists():
         stage = io.producing_stage(path)
         hint = f"`dvc repro {stage}`" if stage else "the stage that writes it"
         raise io.StageError("evaluate", f"model dir {path} of policy {name!r} not found; run "
-                         f"{hint} (or `dvc repro evaluate@{name}`, which runs it first)")
+                            f"{hint} (or `dvc repro evaluate@{name}`, which runs it first)")
     out, mpath = f"data/eval/{name}/records.parquet", f"reports/metrics/eval/{name}.json"
     if reason := not_trained(path):
         # no samples: the declared outs exist (empty records, a metrics file that says why),
         # compare skips the policy and the report marks it "not trained"
         write_records(records_frame([]), out)
         io.write_metrics(f"eval/{name}", {"trained": False, "not_evaluated": reason},
-                      headline.evaluation)
+                         headline.evaluation)
         print(f"[evaluate] {name}: {reason}; not sampled, wrote empty {out} and {mpath}")
         return
     sampler = eval_sampler("evaluate", params)
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
         metrics = summarize(records, cfg.ks, cfg.budgets)
     except (ValueError, ImportError) as exc:
         raise io.StageError("evaluate", f"{exc} (check the `evaluate:` / `sampler:` / `model:` "
-                         "sections of params.yaml)") from exc
+                            "sections of params.yaml)") from exc
     metrics["samples"] = extra_metrics(records)
 
     write_records(records, out)

@@ -37,17 +37,17 @@ def main(argv: list[str]) -> None:
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
         raise io.StageError("ipo", f"unknown pair source(s) {unknown} in `ipo.sources`; valid: "
-                                f"{', '.join(SOURCES)}; remove or rename them in params.yaml")
+                                   f"{', '.join(SOURCES)}; remove or rename them in params.yaml")
     if len(argv) != 1 or argv[0] not in sources:
         got = f"source {argv[0]!r} is not in `ipo.sources`" if len(argv) == 1 else "no source given"
         raise io.StageError("ipo", f"{got}; usage: python stages/ipo.py <source> with <source> one "
-                                f"of {sources}")
+                                   f"of {sources}")
     source = argv[0]
     io.require_inputs("ipo", PAIRS, SFT)
     pairs = [p for p in io.read_jsonl(PAIRS) if p["source"] == source]
     if not pairs:
         raise io.StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/metrics/pairs.json); "
-                                f"remove {source} from `ipo.sources`, or {EMPTY_HINT[source]}")
+                                   f"remove {source} from `ipo.sources`, or {EMPTY_HINT[source]}")
 
     model, tok = init_policy("ipo", SFT, cfg)
     ref_model = frozen_copy(SFT)

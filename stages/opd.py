@@ -32,8 +32,8 @@ def load_teacher(stage: str, student_tok):
     teacher, t_tok = load_model(ref.base, ref.adapter)
     if t_tok.get_vocab() != student_tok.get_vocab():
         raise io.StageError(stage, f"the teacher ({ref.base}) and the student use different "
-                                "tokenizers; on-policy distillation compares token distributions, "
-                                "so pick a teacher of the student's tokenizer family (teacher.base)")
+                                   "tokenizers; on-policy distillation compares token distributions, "
+                                   "so pick a teacher of the student's tokenizer family (teacher.base)")
     return teacher.eval().requires_grad_(False)
 
 

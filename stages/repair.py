@@ -38,7 +38,7 @@ def main() -> None:
     attempts = select_attempts(failed, cfg.n_attempts, cfg.seed)
     if len(attempts) < 2:
         raise io.StageError("repair", f"only {len(attempts)} failed attempt(s) in {FAILED}; repair "
-                                   "needs at least 2 (raise diagnose.k or problems.n_test)")
+                                      "needs at least 2 (raise diagnose.k or problems.n_test)")
     if len(attempts) < cfg.n_attempts:
         print(f"[repair] warning: {len(failed)} failed attempts exist; using all "
               f"{len(attempts)} instead of repair.n_attempts={cfg.n_attempts}")

@@ -21,7 +21,7 @@ def main() -> None:
         name = getattr(cfg, key)
         if (name is not None or key == "reference") and name not in known:
             raise io.StageError("report", f"`report.{key}` {name!r} is not a policy; use one of "
-                             f"{known} (or add it to `evaluate.policies`)")
+                                f"{known} (or add it to `evaluate.policies`)")
     t0 = time.time()
     try:
         inp = render_report(io.DETAILS, "dvclive", "reports/report.md", "reports/figures",
@@ -31,8 +31,8 @@ def main() -> None:
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
         raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "
-                         "is evaluated once it is in `evaluate.policies`), or set "
-                         "`report.require_all: false` to render them as 'not run'") from exc
+                            "is evaluated once it is in `evaluate.policies`), or set "
+                            "`report.require_all: false` to render them as 'not run'") from exc
     io.write_timing("report", {"seconds": round(time.time() - t0, 2)})
     note = f" ({len(inp.missing)} inputs missing, marked 'not run')" if inp.missing else ""
     print(f"[report] wrote reports/report.md and reports/figures/{note}")

@@ -28,7 +28,7 @@ def main() -> None:
             cfg.per_problem, rng, offset=i * cfg.per_problem, solutions=cfg.solutions)]
     except ValueError as exc:
         raise io.StageError("traces", f"{exc} (fix `traces.styles` / `traces.solutions` in "
-                                   "params.yaml)") from exc
+                                      "params.yaml)") from exc
     try:  # train problems only (this file): no test or OOD problem can reach the SFT data
         repair = repair_examples(rows, cfg.repair_frac, cfg.seed, style)
     except ValueError as exc:

@@ -147,8 +147,8 @@ def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
                                                    "token_acc_final")}}
 
     return runtime.fit_and_save(stage, tok, out_dir,
-                        lambda live, stats: train_sft(model, tok, examples, cfg, live, stats),
-                        metrics, headline.training)[0]
+                                lambda live, stats: train_sft(model, tok, examples, cfg, live, stats),
+                                metrics, headline.training)[0]
 
 
 @torch.no_grad()
