@@ -1,5 +1,5 @@
 """Stage `compare`: pass@k bootstrap intervals for every evaluated policy, and McNemar tests
-on paired per-problem outcomes for each pair in `compare.pairs` (SPEC §6)."""
+on paired per-problem outcomes for each pair in `compare.pairs`."""
 
 from pathlib import Path
 

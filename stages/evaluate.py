@@ -1,5 +1,5 @@
 """Stage `evaluate@<policy>`: sample every held-out prompt with the fixed sampler, verify,
-and write per-sample records plus the policy's metrics (SPEC §5).
+and write per-sample records plus the policy's metrics.
 
     python stages/evaluate.py <policy>     # <policy> is a key of `evaluate.policies`
 """

@@ -1,4 +1,4 @@
-"""Stage `pairs`: preference pairs from every source of SPEC §4 / S1 §3.1.3, with the
+"""Stage `pairs`: preference pairs from every source of S1 §3.1.3 and the base model's failures, with the
 chosen/rejected verdicts and lengths; `ipo.sources` chooses among them.
 
 Chosen and rejected of each pair share a style (countdown_rlvr.pairs), and each source is cut

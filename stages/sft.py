@@ -1,7 +1,7 @@
 """Stage `sft`: the student policy, fine-tuned from the base on the deduplicated verified
 traces (completion-only loss, S4 eq. 1). `sft.adapter: lora | dora` saves a peft adapter
-whose recorded base is the base model (hub id or absolute dir); `full` (the tiny default,
-SPEC §3) a whole model.
+whose recorded base is the base model (hub id or absolute dir); `full` (the tiny default:
+LoRA learns far less per CPU-second at ~1M parameters) a whole model.
 The student sees the plain prompt (no strategy hint: that is the teacher's interface).
 
 Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py`.

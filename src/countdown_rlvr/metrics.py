@@ -1,4 +1,4 @@
-"""Evaluation metrics for a Countdown policy (SPEC §5; S4 §3.4 / Table 2; S0 §3.2).
+"""Evaluation metrics for a Countdown policy (S4 §3.4 / Table 2; S0 §3.2).
 
 Everything here is a pure function of per-sample verifier records, so any stage can
 re-score or re-summarise stored samples. One record per sample, with columns

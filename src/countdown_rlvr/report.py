@@ -27,7 +27,7 @@ import numpy as np
 
 from .figures import CURVES, FIGURES, RL_RUNS, pass_ks, write_figures
 from .io import write_text
-from .pairs import SOURCES as IPO_SOURCES  # SPEC §4 pair sources (ipo.sources)
+from .pairs import SOURCES as IPO_SOURCES  # the pair sources (ipo.sources)
 from .research import INT_POLICIES  # int.json pass_at_k rows
 from .task.prompts import REPAIR_LABELS, RESAMPLE
 

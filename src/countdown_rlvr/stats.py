@@ -1,4 +1,4 @@
-"""Significance tests for comparing policies on the same problems (SPEC §6).
+"""Significance tests for comparing policies on the same problems.
 
 Outcomes are paired by problem: McNemar on per-problem solved/unsolved (one sample each),
 a paired sign-flip permutation test on per-problem rates estimated from every sample, and a

@@ -1,4 +1,4 @@
-"""The research stages' logic (SPEC §4; S0, S3): one small module per experiment.
+"""The research stages' logic (S0, S3): one small module per experiment.
 
     diagnose       zero-signal diagnosis of the SFT policy (S0 §3.2, §5.1)
     repair         feedback-conditioned repair under the six S0 conditions (S0 §3.3, Table 2)

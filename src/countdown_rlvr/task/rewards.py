@@ -1,4 +1,4 @@
-"""Rewards computed from a Verdict (SPEC §2). `rloo.reward` picks one by name."""
+"""Rewards computed from a Verdict. `rloo.reward` picks one by name."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Conventions (as in TRL): `logits` come straight from `model(input_ids)`, so logi
 predicts input_ids[:, t + 1]; a `completion_mask` marks the *tokens* of input_ids that are
 completion (EOS included), never the logits. Per-token tensors are [B, T]; masked positions
 contribute neither loss nor gradient. Large-vocabulary work never builds a full fp32
-[B, T, V] log-softmax (SPEC §9): it goes through `logprobs.token_logprobs` or, for the
+[B, T, V] log-softmax: it goes through `logprobs.token_logprobs` or, for the
 distillation KL, a chunked autograd function below.
 """
 

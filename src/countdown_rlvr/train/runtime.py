@@ -264,7 +264,7 @@ def supervised_summary(log: StepLog, loop: Loop, stop: str | None, seen: int, se
 
 # --------------------------------------------------------------------------- stage side
 def init_policy(stage: str, init_dir: str | Path, cfg: Adapter):
-    """(model, tokenizer) to train, starting from the policy in `init_dir` (SPEC §3).
+    """(model, tokenizer) to train, starting from the policy in `init_dir`.
 
     `cfg`'s adapter keys choose how to train: a LoRA (DoRA) adapter in `init_dir` is trained
     further when the stage asks for lora (dora) too (one adapter on the base, so `policy_ref`
