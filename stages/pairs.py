@@ -1,5 +1,5 @@
-"""Stage `pairs`: preference pairs from every source of S1 §3.1.3 and the base model's failures, with the
-chosen/rejected verdicts and lengths; `ipo.sources` chooses among them.
+"""Stage `pairs`: preference pairs from every source of S1 §3.1.3 and the base model's
+failures, with the chosen/rejected verdicts and lengths; `ipo.sources` chooses among them.
 
 Chosen and rejected of each pair share a style (countdown_rlvr.pairs), and each source is cut
 to `pairs.max_per_source` pairs (a seeded choice), so the IPO runs compare sources, not sizes.
