@@ -10,7 +10,6 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/base.py`
 
 from pathlib import Path
 
-from countdown_rlvr import io
 from countdown_rlvr.config import Base, Model, from_section
 from countdown_rlvr.model import load_stage, new_tiny, pretraining_corpus
 from countdown_rlvr.train.runtime import pass_through
@@ -20,10 +19,7 @@ OUT = Path("data/models/base")
 
 
 def pretrain_tiny(model_cfg: Model, cfg: Base) -> None:
-    try:
-        model, tok = new_tiny(model_cfg.tiny_preset, model_cfg.seed)
-    except ValueError as exc:
-        raise io.StageError("base", f"model.tiny_preset: {exc}") from exc
+    model, tok = new_tiny(model_cfg.tiny_preset, model_cfg.seed)
     docs = pretraining_corpus(cfg.corpus_size, seed=cfg.seed, facts_frac=cfg.facts_frac)
     fit_sft("base", model, tok, [("", d) for d in docs], cfg, OUT,
             {"base": "tiny", "trained": True, "tiny_preset": model_cfg.tiny_preset,

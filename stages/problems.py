@@ -24,7 +24,8 @@ def main() -> None:
                                   target_range=tuple(cfg.target_range), exclude=seen,
                                   count_first=cfg.count_train_solutions, **common)
     except (ValueError, TypeError) as exc:
-        raise io.StageError("problems", f"{exc} (check the `problems:` section of params.yaml)") from exc
+        raise io.StageError("problems", f"{exc} (check the `problems:` section of params.yaml)") \
+            from exc
 
     metrics = {}
     for name, probs in (("train", train), ("test", test), ("ood", ood)):

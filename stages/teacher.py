@@ -34,11 +34,10 @@ def main() -> None:
     rng = random.Random(cfg.seed)
     examples = [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < cfg.hint_frac
                  else r["prompt"], r["completion"]) for r in traces]
-    try:
-        model, tok = load_model(BASE) if cfg.init == "base" else \
-            new_tiny(cfg.tiny_preset, cfg.init_seed)
-    except ValueError as exc:
-        raise io.StageError("teacher", f"teacher.tiny_preset: {exc}") from exc
+    if cfg.init == "base":
+        model, tok = load_model(BASE)
+    else:
+        model, tok = new_tiny(cfg.tiny_preset, cfg.init_seed)
     fit_sft("teacher", model, tok, examples, cfg, OUT,
             {"base": "tiny", "trained": True, "init": cfg.init,
              "tiny_preset": cfg.tiny_preset if cfg.init == "scratch" else None})

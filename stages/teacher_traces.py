@@ -32,7 +32,8 @@ def main() -> None:
     rows, traces = [], []
     for i, strategy in enumerate(cfg.strategies):  # rotation: k/len samples under each hint
         print(f"[teacher_traces] strategy {strategy}: {len(problems)} problems x {per} samples")
-        out = generate(policy, [strategy_prompt(pr, strategy) for pr in prompts], per, cfg.sampler.as_dict(),
+        out = generate(policy, [strategy_prompt(pr, strategy) for pr in prompts], per,
+                       cfg.sampler.as_dict(),
                        seed=cfg.seed + i, batch_size=cfg.batch_size)
         for q, prompt, samples in zip(problems, prompts, out):
             scored = score_samples(q, samples, cfg.seed + i, binary)

@@ -139,14 +139,18 @@ def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
 def test_rule_copies_agree_with_the_code_they_mirror():
     """config reads no torch / task code, so it keeps copies of these; they must agree."""
     from countdown_rlvr.config import MAX_NUMBERS, RULES
+    from countdown_rlvr.model import TINY_PRESETS
     from countdown_rlvr.task.solve import MAX_NUMBERS as SOLVER_MAX
-    from countdown_rlvr.traces import STRATEGY_HINTS
+    from countdown_rlvr.traces import STRATEGY_HINTS, STYLES
     from countdown_rlvr.train.losses import LOSS_AGGREGATIONS
 
     assert MAX_NUMBERS == SOLVER_MAX
     assert all(RULES["loss_agg"](a) is None for a in LOSS_AGGREGATIONS) and RULES["loss_agg"]("x")
     assert all(RULES["teacher_strategy"](h) is None for h in [*STRATEGY_HINTS, None])
     assert RULES["teacher_strategy"]("x")
+    for key, names in (("styles", STYLES), ("strategies", STYLES), ("tiny_preset", TINY_PRESETS)):
+        rule = RULES[key] if key == "tiny_preset" else (lambda v, r=RULES[key]: r([v]))
+        assert all(rule(name) is None for name in names) and rule("x"), key
 
 
 def test_from_section_names_the_missing_key_and_inherits(tmp_path):
@@ -204,7 +208,8 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
     ("Diagnose", "diagnose", {"k": 1}, "diagnose.k must be >= 2"),
     ("TeacherTraces", "teacher_traces", {"k": 3, "strategies": ["direct", "search"]},
      r"teacher_traces.k \(3\) must be a multiple of the number of strategies \(2\)"),
-    ("Interventions", "int", {"seed": 4, "eval_seed": 4}, "int.eval_seed must differ from int.seed"),
+    ("Interventions", "int", {"seed": 4, "eval_seed": 4},
+     "int.eval_seed must differ from int.seed"),
 ])
 def test_relations_between_values_are_refused_by_the_section_dataclass(cls, path, overrides,
                                                                       message):

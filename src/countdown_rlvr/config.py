@@ -7,11 +7,10 @@ any depth (so `rloo.sampler.temperature` and `int.rloo.lr` are checked too); `SE
 holds the few names whose meaning depends on the section. A key no rule knows is refused:
 it is a typo, or a param this code does not read.
 
-Stages still check the relations between values (e.g. `int.eval_seed` != `int.seed`).
-
 Every params.yaml section is a frozen dataclass below (one field per key, one comment per
-field), built by `from_section`; relations between values (`__post_init__`) are checked
-there too. params.yaml is the only place their values live: no field has a default.
+field), built by `from_section`, which also checks the relations between values of a section
+(`__post_init__`, e.g. `int.eval_seed` != `int.seed`); stages check only relations across
+sections and files. params.yaml is the only place values live: no field has a default.
 """
 
 from __future__ import annotations
@@ -125,7 +124,8 @@ RULES: dict[str, Rule] = {
     "beta": RATE, "rpo_alpha": number(0), "kl_coef": number(0), "is_clip": RATE,
     "entropy_coef": number(0), "distill_coef": number(0), "rl_coef": number(0),
     "distill_temperature": RATE, "curriculum": flag, "curriculum_threshold": FRACTION,
-    # copies of train.losses.LOSS_AGGREGATIONS and traces.STRATEGY_HINTS (tests/test_config.py)
+    # copies of train.losses.LOSS_AGGREGATIONS, traces.STRATEGY_HINTS / STYLES and
+    # model.TINY_PRESETS (tests/test_config.py checks they agree)
     "loss_agg": choice("sum", "mean"), "reward": choice("binary", "format", "shaped"),
     "rl_problems": choice("unsolved", "all"), "teacher_strategy": optional(choice("direct", "search")),
     # sampling
@@ -134,13 +134,15 @@ RULES: dict[str, Rule] = {
     # adapters and models
     "adapter": choice("full", "lora", "dora"), "lora_r": POS, "lora_alpha": RATE,
     "lora_dropout": number(0, hi=0.99), "target_modules": modules, "base": text,
-    "init": choice("base", "scratch"), "tiny_preset": text, "prompt_style": choice("tiny", "chat"),
+    "init": choice("base", "scratch"), "tiny_preset": choice("student", "teacher"),
+    "prompt_style": choice("tiny", "chat"),
     "dtype": choice("float32", "bfloat16", "float16", "auto"), "threads": optional(POS),
     # data
     "n_numbers": list_of(integer(2, MAX_NUMBERS)), "ood_n_numbers": list_of(integer(2, MAX_NUMBERS)),
     "number_range": int_range(1), "target_range": int_range(0), "ood_target_range": int_range(0),
     "solutions": choice("construction", "solver"), "styles": list_of(choice("direct", "search")),
-    "strategies": list_of(choice("direct", "search")), "facts_frac": FRACTION, "hint_frac": FRACTION, "pack": flag,
+    "strategies": list_of(choice("direct", "search")), "facts_frac": FRACTION,
+    "hint_frac": FRACTION, "pack": flag,
     "threshold": number(0, True, 1), "val_frac": number(0, hi=0.5), "filter": flag,
     "repair_frac": FRACTION, "heldout_frac": number(0, hi=0.9),
     # evaluation and statistics

@@ -1,4 +1,4 @@
-"""The pass@k estimators under the public names the design fixes:
+"""The pass@k estimators under their public names, the ones user code and checks import:
 `countdown_rlvr.eval.pass_at_k(n, c, k)` and `countdown_rlvr.eval.expected_samples(n, c, k)`.
 
 They live, with every other pure evaluation metric, in `countdown_rlvr.metrics`; pipeline code

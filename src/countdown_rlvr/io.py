@@ -65,17 +65,6 @@ def clear_stale_tmp(roots: tuple[str, ...] = ("data", "reports", "dvclive")) -> 
     return stale
 
 
-def section(params: dict[str, Any], name: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Return params[name], checking that the keys the stage needs are there."""
-    sec = params.get(name)
-    if not isinstance(sec, dict):
-        raise StageError(name, f"params.yaml has no `{name}:` section; add it (see README).")
-    missing = [k for k in required if k not in sec]
-    if missing:
-        raise StageError(name, f"params.yaml `{name}` is missing {missing}; add them.")
-    return sec
-
-
 def require_inputs(stage: str, *paths: str | Path) -> None:
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:

@@ -1,4 +1,5 @@
-"""Preference pairs from each source of S1 §3.1.3 (plus the base model's own failures as a fourth source).
+"""Preference pairs from each source of S1 §3.1.3, plus the base model's own failures as a
+fourth source.
 
   scripted  solver trace (chosen) vs the same trace with its answer operator-flipped
             (rejected): same operands, style and dead ends, wrong value — S1's solver pairs.

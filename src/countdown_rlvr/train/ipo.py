@@ -111,7 +111,8 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
             break
     model, seconds = log.close(accelerator, model)
     summary = {**runtime.supervised_summary(log, loop, stop, seen, seconds, n_proc),
-               "pairs": len(pairs), "pairs_used": len(rows), **runtime.first_final(log.curve, CURVES)}
+               "pairs": len(pairs), "pairs_used": len(rows),
+               **runtime.first_final(log.curve, CURVES)}
     log.publish(summary, stats,
                 f"[ipo] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
                 f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, margin "

@@ -26,7 +26,6 @@ CPU for a fixed seed, and the same per step for any process count up to float ro
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 import time
@@ -308,7 +307,7 @@ def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerat
     (forward/backward, the memory-heavy part) is what the processes split."""
     rank, n_proc = accelerator.process_index, accelerator.num_processes
     every = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in chosen]
-    samples = generate((policy, tok), every, n=cfg.group_size, sampler=dataclasses.asdict(cfg.sampler),
+    samples = generate((policy, tok), every, n=cfg.group_size, sampler=cfg.sampler.as_dict(),
                        seed=derive_seed(cfg.seed, step, 0), return_logprobs=True,
                        batch_size=cfg.gen_batch_size, progress=False)[rank::n_proc]
     local, prompts = chosen[rank::n_proc], every[rank::n_proc]

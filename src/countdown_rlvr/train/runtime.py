@@ -27,8 +27,8 @@ from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from .. import headline as headlines
 from ..config import Adapter, Optim, Supervised
+from ..headline import training as training_headline
 from ..io import StageError, atomic_path, empty_curves, write_json, write_metrics, write_timing
 from ..model import REF_FILE, load_model, mixed_precision, policy_ref, save_policy_dir
 
@@ -351,7 +351,8 @@ def pass_through(stage: str, base: str, out_dir: str | Path) -> None:
         return
     path, out_dir = Path(base), Path(out_dir)
     if path.exists() and not (path / "config.json").exists():
-        raise StageError(stage, f"{stage} model {base!r} is a local path without config.json; "
+        key = "model.base" if stage == "base" else f"{stage}.base"
+        raise StageError(stage, f"{key} {base!r} is a local path without config.json; "
                                 "point it at a `save_pretrained` model dir or a hub id.")
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
@@ -359,6 +360,6 @@ def pass_through(stage: str, base: str, out_dir: str | Path) -> None:
     empty_curves(stage, ("loss", "token_acc"))  # the declared curve dir: empty plots
     write_metrics(stage, {"base": base, "trained": False,
                           "note": "pass-through: downstream stages load this model"},
-                  headlines.training)
+                  training_headline)
     write_timing(stage, {"seconds": 0.0})
     print(f"[{stage}] wrote {out_dir}/{REF_FILE} -> {base} (pass-through, nothing trained)")

@@ -146,9 +146,10 @@ def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
                 **{k: round(stats[k], 4) for k in ("loss_first", "loss_final", "token_acc_first",
                                                    "token_acc_final")}}
 
-    return runtime.fit_and_save(stage, tok, out_dir,
-                                lambda live, stats: train_sft(model, tok, examples, cfg, live, stats),
-                                metrics, headline.training)[0]
+    def train(live, stats):
+        return train_sft(model, tok, examples, cfg, live, stats)
+
+    return runtime.fit_and_save(stage, tok, out_dir, train, metrics, headline.training)[0]
 
 
 @torch.no_grad()
