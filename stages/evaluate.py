@@ -1,41 +1,59 @@
-"""Stage `evaluate@<policy>`: sample every held-out prompt with the fixed sampler, verify,
-and write per-sample records plus the policy's metrics.
+"""Stage `evaluate@<policy>-<seed>` (and `evaluate_shared@<policy>`): sample every held-out
+prompt with the fixed sampler, verify, and write per-sample records plus the policy's details.
 
-    python stages/evaluate.py <policy>     # <policy> is a key of `evaluate.policies`
+    python stages/evaluate.py <policy> <seed>   # a replicated policy (`evaluate.policies`,
+                                                # `evaluate.first_replicate_only`), one seed
+    python stages/evaluate.py <policy>          # a shared policy (`evaluate.shared`)
+
+A replicated policy's model is data/models/<policy>/r<seed>, its records
+data/eval/<policy>/r<seed>.parquet and its details reports/details/eval/<policy>/r<seed>.json;
+a shared one's: data/models/<policy>, data/eval/<policy>/shared.parquet,
+reports/details/eval/<policy>/shared.json. The evaluation sampler's seeds are the same for
+every replicate. `compare` pools the replicates into each policy's headline metrics.
 """
 
 import sys
 import time
 from pathlib import Path
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Evaluate, eval_sampler, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy, extra_metrics, not_trained
 from countdown_rlvr.metrics import records_frame, summarize, write_records
 from countdown_rlvr.model import load_stage, policy_ref
+from countdown_rlvr.replicates import model_dir, parse_replicate, tag
+
+USAGE = ("usage: python stages/evaluate.py <policy> [<seed>]: a seed for the policies of "
+         "`evaluate.policies` / `evaluate.first_replicate_only`, none for `evaluate.shared`")
+
+
+def policy_run(cfg: Evaluate, params: dict, argv: list[str]) -> tuple[str, str, str]:
+    """(policy, model dir, file tag: r<seed> | shared) of this stage's command line."""
+    name = argv[0] if argv else None
+    if name in cfg.shared and len(argv) == 1:
+        return name, f"data/models/{name}", "shared"
+    if name in cfg.replicated() and len(argv) == 2:
+        r = parse_replicate("evaluate", argv[1], params)
+        return name, model_dir(name, r), tag(r)
+    got = f"unknown policy {name!r}" if name not in cfg.all() else f"arguments {argv}"
+    raise io.StageError("evaluate", f"{got}; {USAGE} (policies: {cfg.all()})")
 
 
 def main(argv: list[str]) -> None:
     params, cfg = load_stage("evaluate", Evaluate)  # fails before any work
-    policies = cfg.policies
-    if len(argv) != 1 or argv[0] not in policies:
-        got = f"unknown policy {argv[0]!r}" if len(argv) == 1 else "no policy given"
-        raise io.StageError("evaluate", f"{got}; usage: python stages/evaluate.py <policy> with "
-                            f"<policy> one of {sorted(policies)} (`evaluate.policies`)")
-    name, path = argv[0], str(policies[argv[0]])
+    name, path, run = policy_run(cfg, params, argv)
     if not Path(path).exists():
         stage = io.producing_stage(path)
         hint = f"`dvc repro {stage}`" if stage else "the stage that writes it"
         raise io.StageError("evaluate", f"model dir {path} of policy {name!r} not found; run "
-                            f"{hint} (or `dvc repro evaluate@{name}`, which runs it first)")
-    out, mpath = f"data/eval/{name}/records.parquet", f"reports/metrics/eval/{name}.json"
+                            f"{hint} (or `dvc repro` the evaluate stage, which runs it first)")
+    out, dpath = f"data/eval/{name}/{run}.parquet", f"{io.DETAILS}/eval/{name}/{run}.json"
     if reason := not_trained(path):
-        # no samples: the declared outs exist (empty records, a metrics file that says why),
+        # no samples: the declared outs exist (empty records, details that say why),
         # compare skips the policy and the report marks it "not trained"
         write_records(records_frame([]), out)
-        io.write_metrics(f"eval/{name}", {"trained": False, "not_evaluated": reason},
-                         headline.evaluation)
-        print(f"[evaluate] {name}: {reason}; not sampled, wrote empty {out} and {mpath}")
+        io.write_json(dpath, {"trained": False, "not_evaluated": reason})
+        print(f"[evaluate] {name} {run}: {reason}; not sampled, wrote empty {out} and {dpath}")
         return
     sampler = eval_sampler("evaluate", params)
     style = prompt_style("evaluate", params)
@@ -47,7 +65,7 @@ def main(argv: list[str]) -> None:
     io.require_inputs("evaluate", *files)
     problems = [row for f in files for row in io.read_jsonl(f)]
 
-    print(f"[evaluate] {name}: {ref.adapter or ref.base}"
+    print(f"[evaluate] {name} {run}: {ref.adapter or ref.base}"
           f"{f' on {ref.base}' if ref.adapter else ''}, {len(problems)} problems, "
           f"n={cfg.n}, seeds={cfg.seeds}, backend={sampler['backend']}", flush=True)
     t0 = time.time()
@@ -62,12 +80,12 @@ def main(argv: list[str]) -> None:
     metrics["samples"] = extra_metrics(records)
 
     write_records(records, out)
-    io.write_metrics(f"eval/{name}", metrics, headline.evaluation)
+    io.write_json(dpath, metrics)
     test = metrics["test"]
-    print(f"[evaluate] {name}: test pass@1 {test['pass@1']:.3f}"
+    print(f"[evaluate] {name} {run}: test pass@1 {test['pass@1']:.3f}"
           + (f", ood pass@1 {metrics['ood']['pass@1']:.3f}" if "ood" in metrics else "")
           + f" ({time.time() - t0:.0f} s)")
-    print(f"[evaluate] wrote {out} ({len(records)} samples), {mpath} (details in reports/details/)")
+    print(f"[evaluate] wrote {out} ({len(records)} samples) and {dpath}")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,23 @@
 """Stage `ipo@<source>`: IPO from the SFT policy on one pairs source (S1 §3.1.3, Table 1).
 
-    python stages/ipo.py <source>     # <source> is an entry of `ipo.sources`
+    python stages/ipo.py <source> <replicate seed>   # an entry of `ipo.sources`, of `replicates.seeds`
 
-DVC runs one stage per entry of `ipo.sources` (foreach), so S1's source comparison comes out
-of one `dvc repro`. The reference is the SFT policy, frozen. Also runs under
-`accelerate launch --multi_gpu --num_processes N stages/ipo.py <source>`.
+DVC runs one stage per entry of `ipo.sources` and replicate seed (matrix), so S1's source
+comparison comes out of one `dvc repro`, once per training draw. The reference is the SFT policy, frozen. Also runs under
+`accelerate launch --multi_gpu --num_processes N stages/ipo.py <source> <seed>`.
 """
 
 import sys
 
 from countdown_rlvr import headline, io
 from countdown_rlvr.config import IPO
-from countdown_rlvr.model import load_stage
+from countdown_rlvr.model import load_replicate_stage
 from countdown_rlvr.pairs import SOURCES
+from countdown_rlvr.replicates import model_dir, run_name
 from countdown_rlvr.train.ipo import train_ipo
 from countdown_rlvr.train.runtime import fit_and_save, frozen_copy, init_policy
 
-PAIRS, SFT = "data/pairs/pairs.jsonl", "data/models/sft"
+PAIRS = "data/pairs/pairs.jsonl"
 # why a source can come out empty, and which params make it non-empty
 EMPTY_HINT = {
     "scripted": "raise traces.n_problems / pairs.n_problems",
@@ -32,32 +33,32 @@ METRIC_KEYS = ("steps", "planned_steps", "stopped_by", "epochs", "pairs_used", "
 
 
 def main(argv: list[str]) -> None:
-    _, cfg = load_stage("ipo", IPO)  # fails before any work
+    _, cfg, r = load_replicate_stage("ipo", IPO, argv[1] if len(argv) == 2 else None)
+    sft = model_dir("sft", r)
     sources = cfg.sources
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
         raise io.StageError("ipo", f"unknown pair source(s) {unknown} in `ipo.sources`; valid: "
                                    f"{', '.join(SOURCES)}; remove or rename them in params.yaml")
-    if len(argv) != 1 or argv[0] not in sources:
-        got = f"source {argv[0]!r} is not in `ipo.sources`" if len(argv) == 1 else "no source given"
-        raise io.StageError("ipo", f"{got}; usage: python stages/ipo.py <source> with <source> one "
-                                   f"of {sources}")
+    if argv[0] not in sources:
+        raise io.StageError("ipo", f"source {argv[0]!r} is not in `ipo.sources`; usage: python "
+                                   f"stages/ipo.py <source> <seed> with <source> one of {sources}")
     source = argv[0]
-    io.require_inputs("ipo", PAIRS, SFT)
+    io.require_inputs("ipo", PAIRS, sft)
     pairs = [p for p in io.read_jsonl(PAIRS) if p["source"] == source]
     if not pairs:
         raise io.StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/metrics/pairs.json); "
                                    f"remove {source} from `ipo.sources`, or {EMPTY_HINT[source]}")
 
-    model, tok = init_policy("ipo", SFT, cfg)
-    ref_model = frozen_copy(SFT)
+    model, tok = init_policy("ipo", sft, cfg)
+    ref_model = frozen_copy(sft)
 
     def metrics(model, stats: dict) -> dict:
-        return {"source": source, "pairs": len(pairs), "beta": cfg.beta, "rpo_alpha": cfg.rpo_alpha,
+        return {"source": source, "replicate": r, "pairs": len(pairs), "beta": cfg.beta, "rpo_alpha": cfg.rpo_alpha,
                 "adapter": cfg.adapter, **{k: round(v, 4) if isinstance(v, float) else v
                                            for k, v in stats.items() if k in METRIC_KEYS}}
 
-    fit_and_save(f"ipo/{source}", tok, f"data/models/ipo/{source}",
+    fit_and_save(run_name(f"ipo/{source}", r), tok, model_dir(f"ipo_{source}", r),
                  lambda live, stats: train_ipo(model, ref_model, tok, pairs, cfg, live, stats),
                  metrics, headline.ipo)
 

@@ -1,29 +1,32 @@
 """Stages `opd` and `opd_ac`: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
 
-    python stages/opd.py opd      student from the SFT policy -> data/models/opd
-    python stages/opd.py opd_ac   anti-collapse variant, warm-started from data/models/opd
-                                  (S4: only lambda_H x10 and T = 1.3 differ) -> data/models/opd_ac
+    python stages/opd.py opd <seed>      student from the SFT policy -> data/models/opd/r<seed>
+    python stages/opd.py opd_ac <seed>   anti-collapse variant (S4: only lambda_H x10 and
+                                         T = 1.3 differ) -> data/models/opd_ac/r<seed>
+
+Both start from the same SFT policy with the same steps and rollouts (opd_ac lists only the
+keys that differ from opd), so the comparison of the two isolates the anti-collapse knobs.
 
 The student samples G rollouts per prompt; the loss on its response tokens is
 lambda_KL * KL(teacher^(1/T) || student^(1/T)) (forward KL over the shared vocabulary)
 + lambda_RL * RLOO term - lambda_H * entropy (params `<variant>.distill_coef / rl_coef /
 entropy_coef / distill_temperature`). Teacher and student must share a tokenizer.
 
-Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <variant>`.
+Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <variant> <seed>`.
 """
 
 import sys
 
 from countdown_rlvr import io
 from countdown_rlvr.config import OPD, prompt_style
-from countdown_rlvr.model import load_model, load_stage, policy_ref
+from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
+from countdown_rlvr.replicates import model_dir, run_name
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TEACHER, TRAIN = "data/models/teacher", "data/problems/train.jsonl"
 # variant -> (init policy, output dir, the section whose keys it overrides)
-VARIANTS = {"opd": ("data/models/sft", "data/models/opd", None),
-            "opd_ac": ("data/models/opd", "data/models/opd_ac", "opd")}
+VARIANTS = {"opd": None, "opd_ac": "opd"}  # variant -> the section it inherits keys from
 
 
 def load_teacher(stage: str, student_tok):
@@ -37,25 +40,26 @@ def load_teacher(stage: str, student_tok):
     return teacher.eval().requires_grad_(False)
 
 
-def main() -> None:
-    stage = sys.argv[1] if len(sys.argv) == 2 else None
+def main(argv: list[str]) -> None:
+    stage = argv[0] if argv else None
     if stage not in VARIANTS:
-        raise io.StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}}")
-    init, out, inherit = VARIANTS[stage]
-    params, cfg = load_stage(stage, OPD, inherit=inherit)  # fails before any model loads
+        raise io.StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}} <seed>")
+    params, cfg, r = load_replicate_stage(stage, OPD, argv[1] if len(argv) == 2 else None,
+                                          inherit=VARIANTS[stage])  # fails before any model loads
+    init, out = model_dir("sft", r), model_dir(stage, r)
     style = prompt_style(stage, params)
     io.require_inputs(stage, init, TEACHER)
     problems = first_problems(stage, TRAIN, cfg.n_problems)
     model, tok = init_policy(stage, init, cfg)
     teacher = load_teacher(stage, tok)
     ref = frozen_copy(init) if cfg.kl_coef > 0 else None
-    fit_rl_and_save(stage, model, tok, problems, cfg, out, ref_model=ref, teacher=teacher,
-                    prompt_style=style, extra_metrics={
-                        "init": init, "teacher": TEACHER, "adapter": cfg.adapter,
+    fit_rl_and_save(run_name(stage, r), model, tok, problems, cfg, out, ref_model=ref,
+                    teacher=teacher, prompt_style=style, extra_metrics={
+                        "init": init, "teacher": TEACHER, "replicate": r, "adapter": cfg.adapter,
                         "distill_coef": cfg.distill_coef, "rl_coef": cfg.rl_coef,
                         "entropy_coef": cfg.entropy_coef,
                         "distill_temperature": cfg.distill_temperature})
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

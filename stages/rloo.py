@@ -3,43 +3,52 @@
 G rollouts per prompt from the current policy, reward `rloo.reward` (binary | format | shaped),
 leave-one-out advantages, clipped importance weight to the sampler, Schulman k3 KL to the
 frozen SFT policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated curriculum
-(S1 Alg. 1). Per-step diagnostics in dvclive/rloo; first / final values in reports/metrics/rloo.json.
+(S1 Alg. 1). Per-step diagnostics in dvclive/rloo/r<seed>; first / final values in
+reports/metrics/rloo/r<seed>.json.
 
-`python stages/rloo.py rloo_shaped` is the stage `rloo_shaped`: the same run with the
-`rloo_shaped:` section's keys (reward: shaped) over the `rloo:` section, so the two arms differ
-only there (S1's claim: the shaped reward leaves fewer zero-std groups than the binary one);
-it writes data/models/rloo_shaped, dvclive/rloo_shaped and reports/*/rloo_shaped.json.
+    python stages/rloo.py <arm> <replicate seed>   # arm: rloo | rloo_shaped | rloo_nocurr
 
-Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py`.
+An arm other than `rloo` is the same run with its own section's keys over the `rloo:`
+section, so the arms differ only there: `rloo_shaped` (reward: shaped; S1: the dense reward
+restores learning where binary flat-lines) and `rloo_nocurr` (curriculum: false; what the
+success-gated curriculum adds). Each writes data/models/<arm>/r<seed>, dvclive/<arm>/r<seed>
+and reports/*/<arm>/r<seed>.json.
+
+Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py <arm> <seed>`.
 """
 
 import sys
 
 from countdown_rlvr import io
 from countdown_rlvr.config import RL, prompt_style
-from countdown_rlvr.model import load_stage
+from countdown_rlvr.model import load_replicate_stage
+from countdown_rlvr.replicates import model_dir, run_name
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
-SFT, TRAIN = "data/models/sft", "data/problems/train.jsonl"
-ARMS = ("rloo", "rloo_shaped")  # stage name = its params section = its output names
+TRAIN = "data/problems/train.jsonl"
+ARMS = ("rloo", "rloo_shaped", "rloo_nocurr")  # stage name = its params section = its outputs
 
 
-def main(stage: str = "rloo") -> None:
+def main(argv: list[str]) -> None:
+    stage = argv[0] if argv else None
     if stage not in ARMS:
-        raise io.StageError("rloo", f"unknown RLOO arm {stage!r}; valid: {', '.join(ARMS)}")
+        raise io.StageError("rloo", f"unknown RLOO arm {stage!r}; usage: python stages/rloo.py "
+                                    f"<arm> <seed> with <arm> one of {', '.join(ARMS)}")
     # an arm's section lists only what differs from `rloo` (rloo_shaped: reward: shaped)
-    params, cfg = load_stage(stage, RL, inherit=None if stage == "rloo" else "rloo")
+    params, cfg, r = load_replicate_stage(stage, RL, argv[1] if len(argv) == 2 else None,
+                                          inherit=None if stage == "rloo" else "rloo")
     style = prompt_style(stage, params)
-    io.require_inputs(stage, SFT)
+    sft = model_dir("sft", r)
+    io.require_inputs(stage, sft)
     problems = first_problems(stage, TRAIN, cfg.n_problems)
-    model, tok = init_policy(stage, SFT, cfg)
-    ref = frozen_copy(SFT) if cfg.kl_coef > 0 else None
-    fit_rl_and_save(stage, model, tok, problems, cfg, f"data/models/{stage}", ref_model=ref,
-                    prompt_style=style, extra_metrics={"adapter": cfg.adapter,
-                                                       "curriculum": cfg.curriculum,
-                                                       "kl_coef": cfg.kl_coef})
+    model, tok = init_policy(stage, sft, cfg)
+    ref = frozen_copy(sft) if cfg.kl_coef > 0 else None
+    fit_rl_and_save(run_name(stage, r), model, tok, problems, cfg, model_dir(stage, r),
+                    ref_model=ref, prompt_style=style,
+                    extra_metrics={"adapter": cfg.adapter, "curriculum": cfg.curriculum,
+                                   "kl_coef": cfg.kl_coef, "replicate": r})
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    main(sys.argv[1:])

@@ -4,40 +4,45 @@ whose recorded base is the base model (hub id or absolute dir); `full` (the tiny
 LoRA learns far less per CPU-second at ~1M parameters) a whole model.
 The student sees the plain prompt (no strategy hint: that is the teacher's interface).
 
-Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py`.
+    python stages/sft.py <replicate seed>    # one of replicates.seeds -> data/models/sft/r<seed>
+
+Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py <seed>`.
 """
 
 import json
+import sys
 from pathlib import Path
 
 from countdown_rlvr import headline, io
 from countdown_rlvr.config import SFT
-from countdown_rlvr.model import load_stage
+from countdown_rlvr.model import load_replicate_stage
+from countdown_rlvr.replicates import model_dir, run_name
 from countdown_rlvr.train.runtime import init_policy, is_main_process
 from countdown_rlvr.train.sft import completion_metrics, fit_sft
 
-TRAIN, VAL, BASE, OUT = "data/sft/train.jsonl", "data/sft/val.jsonl", "data/models/base", "data/models/sft"
-DETAIL = Path(f"{io.DETAILS}/sft.json")  # fit_and_save wrote it; the validation numbers join it
+TRAIN, VAL, BASE = "data/sft/train.jsonl", "data/sft/val.jsonl", "data/models/base"
 
 
-def main() -> None:
-    _, cfg = load_stage("sft", SFT)  # fails before any work
+def main(argv: list[str]) -> None:
+    _, cfg, r = load_replicate_stage("sft", SFT, argv[0] if argv else None)  # fails before work
+    name, out = run_name("sft", r), model_dir("sft", r)
+    detail = Path(f"{io.DETAILS}/{name}.json")  # fit_and_save writes it; validation joins it
     io.require_inputs("sft", TRAIN, VAL, BASE)
     train = [(r["prompt"], r["completion"]) for r in io.read_jsonl(TRAIN)]
     val = [(r["prompt"], r["completion"]) for r in io.read_jsonl(VAL)]
     model, tok = init_policy("sft", BASE, cfg)
-    model = fit_sft("sft", model, tok, train, cfg, OUT, {"adapter": cfg.adapter})
+    model = fit_sft(name, model, tok, train, cfg, out, {"adapter": cfg.adapter, "replicate": r})
     if not is_main_process():
         return
     # held-out completion NLL after training: what train loss alone cannot show (overfitting)
     v = completion_metrics(model, tok, val, cfg.max_len, cfg.batch_size)
-    metrics = {**json.loads(DETAIL.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
+    metrics = {**json.loads(detail.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
                "val_loss": round(v["loss"], 4) if val else None,
                "val_token_acc": round(v["token_acc"], 4) if val else None}
-    io.write_metrics("sft", metrics, headline.training)
-    print(f"[sft] validation: loss {metrics['val_loss']}, token acc {metrics['val_token_acc']} "
-          f"({len(val)} examples) -> reports/metrics/sft.json")
+    io.write_metrics(name, metrics, headline.training)
+    print(f"[{name}] validation: loss {metrics['val_loss']}, token acc {metrics['val_token_acc']} "
+          f"({len(val)} examples) -> reports/metrics/{name}.json")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

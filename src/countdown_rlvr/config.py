@@ -91,12 +91,6 @@ def name_pairs(v: Any) -> str | None:
         "a list of [a, b] pairs of policy names"
 
 
-def policy_dirs(v: Any) -> str | None:
-    return None if isinstance(v, dict) and v and all(
-        name(k) is None and isinstance(d, str) and d for k, d in v.items()) else \
-        "a mapping {policy name: model dir}, names of letters, digits, `_` and `-` only"
-
-
 def modules(v: Any) -> str | None:
     return None if text(v) is None or list_of(text)(v) is None else \
         "a module name pattern such as all-linear, or a list of module names"
@@ -146,7 +140,8 @@ RULES: dict[str, Rule] = {
     "threshold": number(0, True, 1), "val_frac": number(0, hi=0.5), "filter": flag,
     "repair_frac": FRACTION, "heldout_frac": number(0, hi=0.9),
     # evaluation and statistics
-    "policies": policy_dirs, "splits": list_of(choice("test", "ood")), "ks": list_of(POS),
+    "policies": list_of(name), "shared": list_of(name, 0),
+    "first_replicate_only": list_of(name, 0), "splits": list_of(choice("test", "ood")), "ks": list_of(POS),
     "budgets": list_of(POS), "pairs": name_pairs, "exact": flag, "alpha": number(0, True, 0.5),
     "reference": name, "best_of_n_policy": optional(name), "require_all": flag,
     # names that become stage names, shell arguments and paths
@@ -508,9 +503,21 @@ class Interventions:
 
 
 @dataclass(frozen=True)
+class Replicates:
+    """`replicates`: the training seeds every compared policy is trained and evaluated with."""
+    seeds: list[int]  # one replicate per seed (`<stage>@<seed>`); seeds move by replicates.STRIDE
+
+    def __post_init__(self):
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"replicates.seeds must not repeat a seed, got {self.seeds}")
+
+
+@dataclass(frozen=True)
 class Evaluate:
     """`evaluate`: samples of every policy on the held-out splits."""
-    policies: dict[str, str]  # policy name -> model dir
+    shared: list[str]  # trained once (fixed inputs): data/models/<name>
+    policies: list[str]  # trained per replicate: data/models/<name>/r<seed>, every seed
+    first_replicate_only: list[str]  # secondary policies: only the first replicate seed
     splits: list[str]  # data/problems/<split>.jsonl files
     n: int  # samples per prompt and seed
     seeds: list[int]  # sampling seeds
@@ -518,6 +525,19 @@ class Evaluate:
     batch_size: int  # sequences per generate call
     ks: list[int]  # pass@k
     budgets: list[int]  # best-of-N budgets
+
+    def __post_init__(self):
+        names = [*self.shared, *self.policies, *self.first_replicate_only]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"evaluate lists {twice} more than once; a policy is either "
+                             "shared, replicated (policies) or first_replicate_only")
+
+    def replicated(self) -> list[str]:
+        """Every policy trained per replicate."""
+        return [*self.policies, *self.first_replicate_only]
+
+    def all(self) -> list[str]:
+        return [*self.shared, *self.replicated()]
 
 
 @dataclass(frozen=True)

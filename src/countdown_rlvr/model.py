@@ -27,6 +27,7 @@ from transformers import (
 
 from .config import from_section
 from .io import atomic_path, load_params
+from .replicates import for_replicate, parse_replicate
 
 EOS = "<|endoftext|>"
 EOS_ID = 0  # the only trainer special token, so it gets id 0
@@ -178,6 +179,16 @@ def load_stage(stage: str, cls, path: str | None = None, inherit: str | None = N
     params = load_params()
     configure(params)
     return params, from_section(cls, stage, params, path or stage, inherit)
+
+
+def load_replicate_stage(stage: str, cls, replicate: str | None, path: str | None = None,
+                         inherit: str | None = None):
+    """`load_stage` for a stage that runs once per replicate seed: `replicate` is its last
+    command-line argument, checked against `replicates.seeds`, and the config's seeds move to
+    that replicate's stream (`replicates.for_replicate`). Returns (params, config, seed)."""
+    params, cfg = load_stage(stage, cls, path, inherit)
+    r = parse_replicate(stage, replicate, params)
+    return params, for_replicate(cfg, r), r
 
 
 def mixed_precision() -> str:

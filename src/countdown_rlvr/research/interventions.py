@@ -286,15 +286,17 @@ def find_unsolved(policy: tuple, problems: Sequence[dict], k: int, sampler: dict
     return unsolved, by_problem
 
 
-def train_patch(name: str, examples: list, cfg: SFT, init: str, out: str) -> tuple:
+def train_patch(name: str, examples: list, cfg: SFT, init: str, out: str,
+                run: str = "int") -> tuple:
     """Phases 3 and 5: SFT from the policy in `init` (the SFT policy) -> out, curves in
-    dvclive/int/<name>; (model, tok, summary). No examples: `init` saved unchanged as out."""
+    dvclive/<run>/<name> (run: int/r<seed>); (model, tok, summary). No examples: `init` saved
+    unchanged as out."""
     model, tok = init_policy("int", init, cfg)
     if not examples:
         print(f"[int] warning: no {name} examples; saving the SFT policy unchanged as {out}")
-        untrained(init, out, f"int/{name}")
+        untrained(init, out, f"{run}/{name}")
         return model, tok, {"trained": False, "examples": 0}
-    model, stats = fit_and_save(f"int/{name}", tok, out, lambda live, stats: train_sft(
+    model, stats = fit_and_save(f"{run}/{name}", tok, out, lambda live, stats: train_sft(
         model, tok, examples, cfg, live, stats))
     return model, tok, {"trained": True, **{k: stats[k] for k in TRAIN_SUMMARY}}
 
@@ -310,24 +312,25 @@ def split_heldout(unsolved: Sequence[dict], frac: float, seed: int) -> tuple[lis
 
 
 def train_rl(model, tok, problems: Sequence[dict], cfg: RL, style: str, init: str,
-             out: str, curves: str = "rloo") -> dict[str, Any]:
+             out: str, curves: str = "rloo", run: str = "int") -> dict[str, Any]:
     """Phase 4: RLOO of `model` (saved in `init`, the KL reference) on `problems` -> out,
-    curves in dvclive/int/<curves>; the summary. No problems: `init` saved unchanged as out.
+    curves in dvclive/<run>/<curves>; the summary. No problems: `init` saved unchanged as out.
     The patched policy (InT) and the plain SFT policy (S3's "RL on the same problems with the
     same config" arm) both go through here with one config."""
     if problems:
         ref_model = frozen_copy(init) if cfg.kl_coef > 0 else None
-        _, stats = fit_and_save(f"int/{curves}", tok, out, lambda live, stats: train_rloo(
+        _, stats = fit_and_save(f"{run}/{curves}", tok, out, lambda live, stats: train_rloo(
             model, tok, problems, cfg, ref_model=ref_model, prompt_style=style, live=live,
             stats=stats))
         return {"trained": True, "n_problems": len(problems), **{k: stats[k] for k in RL_SUMMARY}}
     print(f"[int] warning: no problems to run RL on; saving {init} unchanged as {out}")
-    untrained(init, out, f"int/{curves}")
+    untrained(init, out, f"{run}/{curves}")
     return {"trained": False, "n_problems": 0}
 
 
 def train_solver_baseline(unsolved: Sequence[dict], style: str, styles: Sequence[str], seed: int,
-                          cfg: SFT, init: str, out: str, steps: int | None = None) -> dict[str, Any]:
+                          cfg: SFT, init: str, out: str, steps: int | None = None,
+                          run: str = "int") -> dict[str, Any]:
     """Phase 5: the full-solution baseline, SFT from `init` on one solver solution per
     unsolved problem -> out; the summary. steps: the patch's optimizer steps, so both get the
     same budget (the patch has few examples: epochs alone gave it 4 steps against the
@@ -335,7 +338,7 @@ def train_solver_baseline(unsolved: Sequence[dict], style: str, styles: Sequence
     if steps is not None:
         cfg = dataclasses.replace(cfg, max_steps=steps)
     _, _, summary = train_patch("solver_sft", solver_examples(unsolved, style, styles, seed),
-                                cfg, init, out)
+                                cfg, init, out, run)
     return summary
 
 
