@@ -1,0 +1,122 @@
+"""The replicate axis: which seeds a replicate moves, how a stage reads its replicate, and that
+DVC expands every replicated stage once per seed (and a one-seed list into one stage each)."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import ROOT
+from helpers import config_of
+from hypothesis import given
+from hypothesis import strategies as st
+
+from countdown_rlvr import config
+from countdown_rlvr.io import StageError
+from countdown_rlvr.replicates import (
+    STRIDE,
+    for_replicate,
+    model_dir,
+    parse_replicate,
+    run_name,
+    seed_for,
+)
+
+
+def seeds_of(cfg, prefix=""):
+    """Every (dotted field, value) of a config whose field is a seed, at any depth."""
+    out = {}
+    items = ((f.name, getattr(cfg, f.name)) for f in dataclasses.fields(cfg)) \
+        if dataclasses.is_dataclass(cfg) else cfg.items()
+    for name, value in items:
+        if dataclasses.is_dataclass(value) or isinstance(value, dict):
+            out |= seeds_of(value, f"{prefix}{name}.")
+        elif name == "seed" or name.endswith("_seed"):
+            out[prefix + name] = value
+    return out
+
+
+def without_seeds(tree):
+    if isinstance(tree, dict):
+        return {k: without_seeds(v) for k, v in tree.items()
+                if not (k == "seed" or k.endswith("_seed"))}
+    return tree
+
+
+@given(st.integers(0, 10**6), st.integers(0, 50))
+def test_replicate_zero_is_the_params_as_written_and_others_never_collide(seed, r):
+    assert seed_for(seed, 0) == seed
+    # a stage adds small offsets (steps, strategy index) to its seed: replicates stay apart
+    assert abs(seed_for(seed, r + 1) - seed_for(seed, r)) == STRIDE
+
+
+@pytest.mark.parametrize("cls,path,inherit", [
+    ("SFT", "sft", None), ("IPO", "ipo", None), ("RL", "rloo", None),
+    ("OPD", "opd_ac", "opd"), ("Diagnose", "diagnose", None), ("Repair", "repair", None),
+    ("Distill", "distill", None), ("Interventions", "int", None),
+])
+def test_every_seed_of_a_section_moves_and_nothing_else(cls, path, inherit):
+    cfg = config_of(getattr(config, cls), path, inherit=inherit)
+    moved = for_replicate(cfg, 2)
+    before, after = seeds_of(cfg), seeds_of(moved)
+    assert before and before.keys() == after.keys()
+    assert all(after[k] == seed_for(v, 2) for k, v in before.items())
+    # everything that is not a seed is untouched
+    assert without_seeds(dataclasses.asdict(moved)) == without_seeds(dataclasses.asdict(cfg))
+    assert for_replicate(cfg, 0) == cfg
+
+
+def test_int_keeps_its_eval_seed_apart_from_its_selection_seed_in_every_replicate():
+    cfg = config_of(config.Interventions, "int")
+    for r in range(4):
+        moved = for_replicate(cfg, r)
+        assert moved.eval_seed != moved.seed and moved.sft.seed == seed_for(cfg.sft.seed, r)
+
+
+def test_a_stage_refuses_a_replicate_that_is_not_listed():
+    params = {"replicates": {"seeds": [0, 1, 2]}}
+    assert parse_replicate("sft", "2", params) == 2
+    for bad, says in ((None, "no replicate seed given"), ("7", "'7' is not in"),
+                      ("x", "'x' is not in")):
+        with pytest.raises(StageError, match=says + r".*pass one of \[0, 1, 2\]"):
+            parse_replicate("sft", bad, params)
+
+
+def test_paths_of_a_replicate():
+    assert model_dir("ipo_scripted", 1) == "data/models/ipo_scripted/r1"
+    assert run_name("ipo/scripted", 1) == "ipo/scripted/r1"
+
+
+def stage_names(tmp_path, seeds):
+    """The stage names `dvc stage list` expands dvc.yaml into, for `replicates.seeds`."""
+    for name in ("dvc.yaml", "params.yaml"):
+        (tmp_path / name).write_text((ROOT / name).read_text())
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    params["replicates"]["seeds"] = seeds
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    dvc = [sys.executable, "-m", "dvc"]
+    subprocess.run([*dvc, "init", "-q"], cwd=tmp_path, check=True)
+    out = subprocess.run([*dvc, "stage", "list", "--name-only"], cwd=tmp_path, check=True,
+                         capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_path):
+    names = stage_names(tmp_path, [0, 1, 2])
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    ev = params["evaluate"]
+    for r in (0, 1, 2):
+        assert {f"sft@{r}", f"rloo@rloo-{r}", f"rloo@rloo_shaped-{r}", f"opd@opd_ac-{r}",
+                f"int@{r}", f"diagnose@{r}", f"repair@{r}", f"distill@R-{r}"} <= names
+        assert {f"evaluate@{p}-{r}" for p in ev["policies"]} <= names
+    assert {f"evaluate_first@{p}-0" for p in ev["first_replicate_only"]} <= names
+    assert not any(n.startswith("evaluate_first@") and not n.endswith("-0") for n in names)
+    assert {f"evaluate_shared@{p}" for p in ev["shared"]} <= names
+    # the fixed inputs are trained once, whatever the seeds
+    assert {"problems", "base", "teacher", "teacher_traces", "dedup", "pairs"} <= names
+
+    (tmp_path / "quick").mkdir()
+    quick = stage_names(tmp_path / "quick", [5])
+    assert "sft@5" in quick and "sft@0" not in quick and "evaluate_first@ipo_base-5" in quick
