@@ -112,6 +112,7 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
                 f"int@{r}", f"diagnose@{r}", f"repair@{r}", f"distill@R-{r}"} <= names
         assert {f"evaluate@{p}-{r}" for p in ev["policies"]} <= names
     assert {f"evaluate_first@{p}-0" for p in ev["first_replicate_only"]} <= names
+    assert {n for n in names if n.startswith("rloo_nocurr@")} == {"rloo_nocurr@0"}
     assert not any(n.startswith("evaluate_first@") and not n.endswith("-0") for n in names)
     assert {f"evaluate_shared@{p}" for p in ev["shared"]} <= names
     # the fixed inputs are trained once, whatever the seeds
