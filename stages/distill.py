@@ -48,7 +48,8 @@ def main(argv: list[str]) -> None:
         t0 = time.time()
         print(f"[{name}] warning: no successful {cond} repair; saving the SFT policy unchanged "
               f"as {out}")
-        untrained(policy, out, name)
+        untrained(policy, out, name, same_as_source=True,
+                  reason=f"no successful {cond} repair to distil")
         io.write_metrics(name, {**info, "trained": False, "examples": 0}, headline.training)
         io.write_timing(name, {"seconds": round(time.time() - t0, 2)})
         return

@@ -219,36 +219,45 @@ def test_compare_errors_and_empty_pairs():
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_not_trained_reads_the_training_stage_details(tmp_path):
-    details = tmp_path / "details"
-    (details / "distill").mkdir(parents=True)
-    (details / "distill/F1.json").write_text(json.dumps({"trained": False, "examples": 0}))
-    (details / "distill/R.json").write_text(json.dumps({"trained": True, "examples": 41}))
-    why = not_trained("data/models/distill/F1", details)
-    assert why and "trained: false" in why and "distill/F1.json" in why
-    assert not_trained("data/models/distill/R", details) is None  # trained
-    assert not_trained("data/models/sft", details) is None  # no details file
-    assert not_trained("elsewhere/model", details) is None  # not a pipeline model dir
+def test_not_trained_reads_the_marker_a_stage_leaves_in_an_unchanged_copy(tmp_path, monkeypatch):
+    from countdown_rlvr.research import untrained
+
+    src = tmp_path / "data/models/sft/r0"
+    src.mkdir(parents=True)
+    (src / "config.json").write_text("{}")
+    (tmp_path / "dvclive").mkdir()
+    monkeypatch.chdir(tmp_path)
+    untrained(src, tmp_path / "data/models/distill_F1/r0", "distill/F1/r0", same_as_source=True,
+              reason="no successful F1 repair")
+    why = not_trained(tmp_path / "data/models/distill_F1/r0")
+    assert why and "sft/r0 unchanged" in why and "no successful F1 repair" in why
+    assert not_trained(src) is None  # a trained policy: no marker
+    # a copy that is a new policy all the same (int's patch without RL) is not marked
+    untrained(src, tmp_path / "data/models/int/r0", "int/r0/rloo")
+    assert not_trained(tmp_path / "data/models/int/r0") is None
+    # copying a marked policy does not carry the mark over by accident
+    untrained(tmp_path / "data/models/distill_F1/r0", tmp_path / "data/models/x/r0", "x/r0")
+    assert not_trained(tmp_path / "data/models/x/r0") is None
 
 
 def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys):
-    """#17.7: no sampling for a policy its training stage never trained; the declared outs
-    still exist: empty records with the fixed schema and a metrics file that says why."""
+    """No sampling for a policy its training stage never trained; the declared outs still
+    exist: empty records with the fixed schema and details that say why."""
+    from countdown_rlvr.research import NOT_TRAINED
+
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
-    (tmp_path / "data/models/distill/F1").mkdir(parents=True)  # an SFT copy in real runs
-    (tmp_path / "reports/details/distill").mkdir(parents=True)
-    (tmp_path / "reports/details/distill/F1.json").write_text(
-        json.dumps({"condition": "F1", "trained": False, "examples": 0}))
+    model = tmp_path / "data/models/distill_F1/r0"  # an SFT copy in real runs
+    model.mkdir(parents=True)
+    (model / NOT_TRAINED).write_text(json.dumps({"source": "data/models/sft/r0",
+                                                 "reason": "no successful F1 repair"}))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_F1"])
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_F1", "0"])
     runpy.run_path(str(ROOT / "stages/evaluate.py"), run_name="__main__")
     assert "not sampled" in capsys.readouterr().out
-    recs = pd.read_parquet(tmp_path / "data/eval/distill_F1/records.parquet")
+    recs = pd.read_parquet(tmp_path / "data/eval/distill_F1/r0.parquet")
     assert recs.empty and list(recs.columns) == RECORDS_SCHEMA.names
-    detail = json.loads((tmp_path / "reports/details/eval/distill_F1.json").read_text())
-    assert detail["trained"] is False and "distill/F1.json" in detail["not_evaluated"]
-    assert json.loads((tmp_path / "reports/metrics/eval/distill_F1.json").read_text()) == {
-        "distill_F1": {}}
+    detail = json.loads((tmp_path / "reports/details/eval/distill_F1/r0.json").read_text())
+    assert detail["trained"] is False and "no successful F1 repair" in detail["not_evaluated"]
 
 
 # --------------------------------------------------------------------------- stages
@@ -257,52 +266,41 @@ def test_evaluate_stage_errors(pipeline):
     proc = pipeline.run("python", "stages/evaluate.py", "nope", check=False)
     assert proc.returncode != 0 and "unknown policy 'nope'" in proc.stderr
     assert "'base'" in proc.stderr
-    pipeline.set_params({"evaluate": {"policies": {"ghost": "data/models/ghost"}}})
-    proc = pipeline.run("python", "stages/evaluate.py", "ghost", check=False)
-    assert proc.returncode != 0 and "data/models/ghost" in proc.stderr
-    assert "dvc repro evaluate@ghost" in proc.stderr
+    proc = pipeline.run("python", "stages/evaluate.py", "sft", check=False)  # no replicate seed
+    assert proc.returncode != 0 and "arguments ['sft']" in proc.stderr and "<seed>" in proc.stderr
+    proc = pipeline.run("python", "stages/evaluate.py", "sft", "3", check=False)
+    assert proc.returncode != 0 and "replicate '3' is not in `replicates.seeds`" in proc.stderr
+    pipeline.set_params({"evaluate": {"policies": ["ghost"]}})
+    proc = pipeline.run("python", "stages/evaluate.py", "ghost", "0", check=False)
+    assert proc.returncode != 0 and "data/models/ghost/r0" in proc.stderr
     pipeline.set_params({"evaluate": {"reward": "nope"}})
-    proc = pipeline.run("python", "stages/evaluate.py", "ghost", check=False)
+    proc = pipeline.run("python", "stages/evaluate.py", "ghost", "0", check=False)
     assert proc.returncode != 0 and "evaluate.reward" in proc.stderr
     pipeline.set_params({"evaluate": {"reward": "binary"}, "compare": {"pairs": [["ghost", "zzz"]]}})
     proc = pipeline.run("python", "stages/compare.py", check=False)
-    assert proc.returncode != 0 and "['zzz']" in proc.stderr
+    assert proc.returncode != 0 and "zzz" in proc.stderr
 
 
 @pytest.mark.slow
-def test_evaluate_and_compare_end_to_end(pipeline):
-    # problems -> base -> evaluate@base, then compare, all through DVC on smoke params
-    # (only the base policy: the trained ones have end-to-end tests of their own)
-    pipeline.set_params({"evaluate": {"policies": None}})
-    pipeline.set_params({"evaluate": {"policies": {"base": "data/models/base"}},
-                         "compare": {"pairs": [["base", "base"]]}})
-    pipeline.repro("evaluate")
-    pipeline.repro("compare")
+def test_evaluate_a_shared_policy_end_to_end_and_reproducibly(pipeline):
+    # problems -> base -> evaluate_shared@base through DVC on smoke params (the trained
+    # policies have end-to-end tests of their own)
+    pipeline.repro("evaluate_shared@base")
     params = yaml.safe_load(pipeline.read("params.yaml"))
     ev = params["evaluate"]
-    recs = pd.read_parquet(pipeline.path / "data/eval/base/records.parquet")
+    recs = pd.read_parquet(pipeline.path / "data/eval/base/shared.parquet")
     assert list(recs.columns) == RECORDS_SCHEMA.names
     n_problems = params["problems"]["n_test"] + params["problems"]["n_ood"]
     assert len(recs) == n_problems * ev["n"] * len(ev["seeds"])
     assert recs["n_tokens"].max() <= params["sampler"]["max_new_tokens"]
-    metrics = json.loads(pipeline.read("reports/details/eval/base.json"))
+    metrics = json.loads(pipeline.read("reports/details/eval/base/shared.json"))
     assert {"test", "ood", "diagnostics", "failures", "best_of_n", "samples"} <= set(metrics)
     assert metrics["test"]["n_problems"] == params["problems"]["n_test"]
     assert metrics["test"]["samples_per_group"] == ev["n"]
     assert sum(metrics["failures"].values()) == params["problems"]["n_test"] * ev["n"]
-    rep = json.loads(pipeline.read("reports/details/compare.json"))
-    assert set(rep["policies"]) == {"base"}
-    assert "pass@1" in rep["policies"]["base"]["test"]
-    for pair in params["compare"]["pairs"]:  # smoke: [[base, base]], all pairs concordant
-        if pair[0] == pair[1]:
-            k1 = rep["pairs"][f"{pair[0]}_vs_{pair[1]}"]["test"]["k1"]
-            assert (k1["a_only"], k1["b_only"], k1["pvalue"]) == (0, 0, 1.0)
-    assert (pipeline.path / "reports/compare.md").read_text().startswith("# Policy comparison")
-    # determinism: forcing the stage again reproduces the records and metrics byte for byte
-    before = [pipeline.read(f) for f in ("data/eval/base/records.parquet",
-                                         "reports/details/eval/base.json")]
-    pipeline.run("dvc", "repro", "-f", "-s", "evaluate@base")
-    after = [pipeline.read(f) for f in ("data/eval/base/records.parquet",
-                                        "reports/details/eval/base.json")]
-    assert before == after
     assert np.isfinite(metrics["diagnostics"]["avg_score"])
+    # determinism: forcing the stage again reproduces the records and details byte for byte
+    files = ("data/eval/base/shared.parquet", "reports/details/eval/base/shared.json")
+    before = [pipeline.read(f) for f in files]
+    pipeline.run("dvc", "repro", "-f", "-s", "evaluate_shared@base")
+    assert [pipeline.read(f) for f in files] == before

@@ -24,8 +24,9 @@ def curves(pipe, name: str) -> dict[str, list[float]]:
 
 
 def test_ipo_and_rloo_under_two_processes_match_one_process(pipeline):
-    pipeline.repro("ipo@scripted", "rloo")  # one process, plus every input of the two stages
-    for stage, args, name in (("ipo", ["scripted"], "ipo/scripted"), ("rloo", [], "rloo")):
+    pipeline.repro("ipo@scripted-0", "rloo@rloo-0")  # one process, plus every input of both
+    for stage, args, name in (("ipo", ["scripted", "0"], "ipo/scripted/r0"),
+                              ("rloo", ["rloo", "0"], "rloo/r0")):
         one = curves(pipeline, name)
         proc = pipeline.run(*launch_two_processes(f"stages/{stage}.py", *args))
         assert "on 2 process(es)" in proc.stdout

@@ -42,27 +42,29 @@ def test_overrides_cli_prints_set_flags():
 def test_qwen_recipe_end_to_end_on_a_hub_shaped_chat_model(pipeline, hub_model, tmp_path,
                                                            monkeypatch):
     values = {**qwen_values(hub_model), "rloo.adapter": "dora"}  # sft, ipo: lora; rloo: dora
-    proc = pipeline.run("dvc", "exp", "run", *set_flags(values), "evaluate@rloo", "ipo@scripted")
-    assert {"base", "teacher", "sft", "ipo@scripted", "rloo", "evaluate@rloo"} <= ran(proc)
+    proc = pipeline.run("dvc", "exp", "run", *set_flags(values), "evaluate@rloo-0",
+                        "ipo@scripted-0")
+    assert {"base", "teacher", "sft@0", "ipo@scripted-0", "rloo@rloo-0",
+            "evaluate@rloo-0"} <= ran(proc)
     params = yaml.safe_load(pipeline.read("params.yaml"))
     assert params["model"]["prompt_style"] == "chat" and params["sft"]["lora_r"] == 32
 
-    records = __import__("pandas").read_parquet(pipeline.path / "data/eval/rloo/records.parquet")
+    records = __import__("pandas").read_parquet(pipeline.path / "data/eval/rloo/r0.parquet")
     assert len(records) > 0 and records["reward"].notna().all()
-    m = json.loads(pipeline.read("reports/details/rloo.json"))
+    m = json.loads(pipeline.read("reports/details/rloo/r0.json"))
     assert m["steps"] == 2 and m["adapter"] == "dora"
 
     # the same IPO source once more as a full model (merged SFT adapter), still in bf16
     pipeline.set_params({"ipo": {"adapter": "full"}})
-    pipeline.run("python", "stages/ipo.py", "base")
-    assert json.loads(pipeline.read("data/models/ipo/base/config.json"))["dtype"] == "bfloat16"
+    pipeline.run("python", "stages/ipo.py", "base", "0")
+    assert json.loads(pipeline.read("data/models/ipo_base/r0/config.json"))["dtype"] == "bfloat16"
 
     # every policy loads with plain transformers / peft from an unrelated directory
     from peft import AutoPeftModelForCausalLM
 
     monkeypatch.chdir(tmp_path)
-    kinds = {"data/models/sft": "lora", "data/models/ipo/scripted": "lora",
-             "data/models/rloo": "dora", "data/models/ipo/base": "full"}
+    kinds = {"data/models/sft/r0": "lora", "data/models/ipo_scripted/r0": "lora",
+             "data/models/rloo/r0": "dora", "data/models/ipo_base/r0": "full"}
     for rel, kind in kinds.items():
         path = pipeline.path / rel
         if kind == "full":

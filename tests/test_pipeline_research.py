@@ -1,5 +1,6 @@
-"""End to end: diagnose, repair, distill@<condition> and int through the real `dvc repro`,
-smoke-sized; the distillation's training path on a successful repair; bad params stop early."""
+"""End to end: diagnose, repair, distill@<condition>-<seed> and int through the real `dvc repro`,
+smoke-sized (one replicate, seed 0); the distillation's training path on a successful repair;
+bad params stop early."""
 
 import json
 
@@ -13,7 +14,7 @@ from countdown_rlvr.traces import direct_trace
 pytestmark = pytest.mark.slow
 
 DISTILLED = tuple(c for c in CONDITIONS if c != "F0")  # distill.conditions: F0 is a repair control
-STAGES = {"diagnose", "repair", "int", *(f"distill@{c}" for c in DISTILLED)}
+STAGES = {"diagnose@0", "repair@0", "int@0", *(f"distill@{c}-0" for c in DISTILLED)}
 DIAGNOSE_KEYS = {"k", "pass@1", "pass@k", "avg_score", "all_fail", "all_correct",
                  "zero_informative", "reward_contrast", "failures", "n_failed_attempts"}
 REPAIR_KEYS = {"success_rate", "successes", "n", "new_error_rate", "feedback_tokens",
@@ -25,7 +26,8 @@ def ran(proc) -> set[str]:
 
 
 def metrics(pipe, name: str) -> dict:
-    return json.loads(pipe.read(f"reports/details/{name}.json"))
+    """Replicate 0's details of a stage."""
+    return json.loads(pipe.read(f"reports/details/{name}/r0.json"))
 
 
 def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
@@ -34,9 +36,9 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
 
     d = metrics(pipeline, "diagnose")
     assert DIAGNOSE_KEYS <= set(d) and d["k"] == 2
-    failed = [json.loads(x) for x in pipeline.read("data/diagnose/failed.jsonl").splitlines()]
+    failed = [json.loads(x) for x in pipeline.read("data/diagnose/r0/failed.jsonl").splitlines()]
     assert len(failed) == d["n_failed_attempts"] == sum(d["failures"].values())
-    records = pd.read_parquet(pipeline.path / "data/diagnose/records.parquet")
+    records = pd.read_parquet(pipeline.path / "data/diagnose/r0/records.parquet")
     assert len(records) == 2 * d["n_problems"] and (~records["correct"]).sum() == len(failed)
 
     r = metrics(pipeline, "repair")
@@ -48,9 +50,7 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
         assert ("mcnemar_vs_F0" in m) == (cond != "F0")  # every condition vs the same prompt, no feedback
     assert sum(t["attempts"] for t in r["by_failure"].values()) == r["n_attempts"]
     assert all(set(t["successes"]) == set(CONDITIONS) for t in r["by_failure"].values())
-    head = json.loads(pipeline.read("reports/metrics/repair.json"))["repair"]
-    assert "p_vs_F0" in head["F3"] and "p_vs_resample" in head["F0"]
-    repairs = pd.read_parquet(pipeline.path / "data/repair/repairs.parquet")
+    repairs = pd.read_parquet(pipeline.path / "data/repair/r0/repairs.parquet")
     assert len(repairs) == r["n_attempts"] * len(CONDITIONS) * 1  # repair.k = 1
     assert set(repairs["attempt_id"]) <= {f["attempt_id"] for f in failed}
 
@@ -59,7 +59,7 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
         successes = int(repairs[repairs["condition"] == cond]["correct"].sum())
         assert m["condition"] == cond and m["trained"] == (successes > 0)
         assert (m["examples"] == 0) == (successes == 0)
-        assert (pipeline.path / f"data/models/distill/{cond}/config.json").exists()
+        assert (pipeline.path / f"data/models/distill_{cond}/r0/config.json").exists()
 
     i = metrics(pipeline, "int")
     assert i["n_problems"] == 4 and 0 <= i["unsolved"] <= 4
@@ -85,8 +85,8 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
         assert all(0 <= v["pass@k"] <= 1 for v in i["heldout_pass_at_k"].values())
         assert set(i["heldout_mcnemar"]) == tests
     for name in ("int_sft", "int", "int_plain_rl", "int_solver_sft"):
-        assert (pipeline.path / f"data/models/{name}/config.json").exists()
-    assert json.loads(pipeline.read("reports/timings/int.json"))["seconds"] > 0
+        assert (pipeline.path / f"data/models/{name}/r0/config.json").exists()
+    assert json.loads(pipeline.read("reports/timings/int/r0.json"))["seconds"] > 0
 
     assert ran(pipeline.repro("diagnose", "repair", "distill", "int")) == set()
 
@@ -96,24 +96,27 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     text = direct_trace(solve(nums, target)[0])
     assert verify(text, nums, target).correct
     ok[["completion", "correct", "failure"]] = [text, True, None]
-    ok.to_parquet(pipeline.path / "data/repair/repairs.parquet", index=False)
-    pipeline.run("python", "stages/distill.py", "R")
+    ok.to_parquet(pipeline.path / "data/repair/r0/repairs.parquet", index=False)
+    pipeline.run("python", "stages/distill.py", "R", "0")
     m = metrics(pipeline, "distill/R")
     assert m["trained"] is True and m["examples"] == 1 and m["steps"] == 2
-    assert (pipeline.path / "dvclive/distill/R/plots/metrics/train/loss.tsv").exists()
+    assert (pipeline.path / "dvclive/distill/R/r0/plots/metrics/train/loss.tsv").exists()
 
 
 def test_bad_params_stop_before_any_work(pipeline):
-    proc = pipeline.run("python", "stages/distill.py", "F9", check=False)
+    proc = pipeline.run("python", "stages/distill.py", "F9", "0", check=False)
     assert proc.returncode != 0 and "[distill] error: usage" in proc.stderr
 
     pipeline.set_params({"repair": {"conditions": ["F1", "F3"]}})
-    proc = pipeline.run("python", "stages/repair.py", check=False)
+    proc = pipeline.run("python", "stages/repair.py", "0", check=False)
     assert "[repair] error: repair.conditions" in proc.stderr and "R-resample" in proc.stderr
 
     pipeline.set_params({"int": {"eval_seed": 0, "seed": 0}})
-    proc = pipeline.run("python", "stages/int.py", check=False)
+    proc = pipeline.run("python", "stages/int.py", "0", check=False)
     assert "[int] error: int.eval_seed must differ" in proc.stderr
 
-    proc = pipeline.run("python", "stages/diagnose.py", check=False)
+    proc = pipeline.run("python", "stages/diagnose.py", "0", check=False)
     assert "[diagnose] error: missing input" in proc.stderr and "dvc repro diagnose" in proc.stderr
+
+    proc = pipeline.run("python", "stages/diagnose.py", check=False)  # no replicate seed
+    assert "[diagnose] error: no replicate seed given" in proc.stderr

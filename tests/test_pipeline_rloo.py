@@ -1,5 +1,6 @@
-"""End to end: rloo, opd and opd_ac through the real `dvc repro`, smoke-sized; the reward
-variant with `dvc exp run -S rloo.reward=shaped`; an unknown reward stops before training."""
+"""End to end: rloo, opd and opd_ac through the real `dvc repro`, smoke-sized (one replicate,
+seed 0: stages `<stage>@...-0`); the reward variant with `dvc exp run -S rloo.reward=shaped`;
+an unknown reward stops before training; a second replicate trains another draw."""
 
 import json
 
@@ -10,14 +11,16 @@ from countdown_rlvr.train.rloo import DIAGNOSTICS
 pytestmark = pytest.mark.slow
 
 RL_STAGES = ("rloo", "opd", "opd_ac")
+STAGE_OF = {"rloo": "rloo@rloo-0", "rloo_shaped": "rloo@rloo_shaped-0", "opd": "opd@opd-0",
+            "opd_ac": "opd@opd_ac-0"}
 
 
 def ran(proc) -> set[str]:
     return {line.split("'")[1] for line in proc.stdout.splitlines() if line.startswith("Running stage")}
 
 
-def metrics(pipe, name: str) -> dict:
-    return json.loads(pipe.read(f"reports/details/{name}.json"))
+def metrics(pipe, name: str, r: int = 0) -> dict:
+    return json.loads(pipe.read(f"reports/details/{name}/r{r}.json"))
 
 
 def commit(pipe, message: str) -> None:
@@ -26,17 +29,17 @@ def commit(pipe, message: str) -> None:
 
 
 def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
-    first = pipeline.repro("rloo", "opd_ac")
-    assert {"sft", "teacher", *RL_STAGES} <= ran(first)
+    first = pipeline.repro("rloo@rloo-0", "opd")
+    assert {"sft@0", "teacher", *(STAGE_OF[s] for s in RL_STAGES)} <= ran(first)
     for name in RL_STAGES:
-        assert (pipeline.path / f"data/models/{name}/config.json").exists()  # adapter: full
+        assert (pipeline.path / f"data/models/{name}/r0/config.json").exists()  # adapter: full
         m = metrics(pipeline, name)
         assert m["steps"] == 2 and m["rollouts"] == 2 * 4 * 4 and m["reward"] == "binary"
         assert {f"{k}_{w}" for k in DIAGNOSTICS for w in ("first", "final")} <= set(m)
         assert 0 <= m["zero_std_frac_final"] <= 1 and m["response_len_first"] > 0
         assert m["is_weight_mean_first"] == pytest.approx(1.0, abs=1e-3)  # on-policy
-        assert json.loads(pipeline.read(f"reports/timings/{name}.json"))["seconds"] > 0
-        curve = pipeline.read(f"dvclive/{name}/plots/metrics/train/reward_mean.tsv").decode()
+        assert json.loads(pipeline.read(f"reports/timings/{name}/r0.json"))["seconds"] > 0
+        curve = pipeline.read(f"dvclive/{name}/r0/plots/metrics/train/reward_mean.tsv").decode()
         assert len(curve.strip().splitlines()) == 1 + 2  # header + one row per step
     assert metrics(pipeline, "rloo")["kl_first"] is not None  # rloo.kl_coef > 0: KL to SFT
     assert metrics(pipeline, "rloo")["forward_kl_first"] is None  # no teacher
@@ -44,26 +47,28 @@ def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
     assert opd["forward_kl_first"] > 0 and ac["forward_kl_first"] > 0
     assert (opd["distill_temperature"], opd["entropy_coef"]) == (1.0, 0.001)
     assert (ac["distill_temperature"], ac["entropy_coef"]) == (1.3, 0.01)
-    assert ac["init"] == "data/models/opd"
+    # both OPD arms start from the same SFT policy with the same budget: only their knobs differ
+    assert ac["init"] == opd["init"] == "data/models/sft/r0"
+    assert (ac["steps"], ac["rollouts"]) == (opd["steps"], opd["rollouts"])
 
     commit(pipeline, "binary")
 
     # the variant: only rloo re-runs (not sft, the teacher, the data stages, nor opd / opd_ac)
-    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo", "opd_ac")
-    assert ran(exp) == {"rloo"}
+    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo@rloo-0", "opd")
+    assert ran(exp) == {"rloo@rloo-0"}
     assert metrics(pipeline, "rloo")["reward"] == "shaped"
     assert metrics(pipeline, "opd")["reward"] == "binary"
 
     # two commits, two rewards: `dvc metrics diff` shows the rloo metrics and nothing upstream
     commit(pipeline, "shaped")
     diff = json.loads(pipeline.run("dvc", "metrics", "diff", "HEAD~1", "HEAD", "--json").stdout)
-    assert set(diff) <= {"reports/metrics/rloo.json"}  # nothing upstream; wall times are no metrics
+    assert set(diff) <= {"reports/metrics/rloo/r0.json"}  # nothing upstream; no wall times
     params = json.loads(pipeline.run("dvc", "params", "diff", "HEAD~1", "HEAD", "--json").stdout)
     assert params["params.yaml"]["rloo.reward"] == {"old": "binary", "new": "shaped"}
 
     # an unknown reward stops with the valid names before any model is loaded or trained
     pipeline.set_params({"rloo": {"reward": "bogus"}})
-    proc = pipeline.repro("rloo", check=False)
+    proc = pipeline.repro("rloo@rloo-0", check=False)
     assert proc.returncode != 0
     assert "`rloo.reward` is 'bogus'; allowed: one of binary, format, shaped" in proc.stderr
     assert "[RLOO]" not in proc.stdout  # the loop never started
@@ -72,8 +77,8 @@ def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
 def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
     """`rloo_shaped` = `rloo:` with `rloo_shaped:`'s keys over it; both write the zero-std
     counts a two-proportion test needs; `-S rloo.reward=shaped` still changes rloo itself."""
-    first = pipeline.repro("rloo", "rloo_shaped")
-    assert {"rloo", "rloo_shaped"} <= ran(first)
+    first = pipeline.repro("rloo")
+    assert {"rloo@rloo-0", "rloo@rloo_shaped-0"} <= ran(first)
     binary, shaped = metrics(pipeline, "rloo"), metrics(pipeline, "rloo_shaped")
     assert (binary["reward"], shaped["reward"]) == ("binary", "shaped")
     assert set(binary) == set(shaped)
@@ -82,19 +87,37 @@ def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
         assert m["tier_final"] == 0 and m["tier_unlock_step"] is None  # 2 steps < the window
     same = {k for k in ("steps", "rollouts", "group_size", "prompts_per_step", "kl_coef", "curriculum")}
     assert {k: binary[k] for k in same} == {k: shaped[k] for k in same}
-    head = json.loads(pipeline.read("reports/metrics/rloo_shaped.json"))["rloo_shaped"]
-    assert set(json.loads(pipeline.read("reports/metrics/rloo.json"))["rloo"]) == set(head)
+    # headline files of one kind share their keys: `dvc metrics show` tabulates them as rows
+    head = json.loads(pipeline.read("reports/metrics/rloo_shaped/r0.json"))
+    assert set(json.loads(pipeline.read("reports/metrics/rloo/r0.json"))) == set(head)
     assert {"zero_std_groups", "groups", "tier_final"} <= set(head)
-    tier = pipeline.read("dvclive/rloo_shaped/plots/metrics/train/tier.tsv").decode()
+    tier = pipeline.read("dvclive/rloo_shaped/r0/plots/metrics/train/tier.tsv").decode()
     rows = [line.split("\t") for line in tier.strip().splitlines()]
     assert rows[0] == ["step", "tier"] and [float(r[1]) for r in rows[1:]] == [0.0, 0.0]
     commit(pipeline, "two arms")
 
-    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo", "rloo_shaped")
-    assert ran(exp) == {"rloo", "rloo_shaped"}  # the arm inherits rloo's keys: it re-runs too
+    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo")
+    assert ran(exp) == {"rloo@rloo-0", "rloo@rloo_shaped-0"}  # the arm inherits rloo's keys
     assert metrics(pipeline, "rloo")["reward"] == metrics(pipeline, "rloo_shaped")["reward"] == "shaped"
 
     # an arm key that rloo does not have stops before training, naming the fix
     pipeline.set_params({"rloo_shaped": {"rewards": "shaped"}})
-    proc = pipeline.run("python", "stages/rloo.py", "rloo_shaped", check=False)
+    proc = pipeline.run("python", "stages/rloo.py", "rloo_shaped", "0", check=False)
     assert proc.returncode != 0 and "rloo_shaped" in proc.stderr
+
+
+def test_a_second_replicate_is_another_draw_of_the_same_config(pipeline):
+    """`replicates.seeds: [0, 1]`: sft@1 and rloo@rloo-1 join, train on the same data with
+    seeds moved by the replicate, and give another policy; replicate 0 does not re-run."""
+    pipeline.repro("rloo@rloo-0")
+    commit(pipeline, "one replicate")
+    pipeline.set_params({"replicates": {"seeds": [0, 1]}})
+    proc = pipeline.repro("rloo@rloo-1")
+    assert ran(proc) == {"sft@1", "rloo@rloo-1"}  # the shared inputs and replicate 0 are reused
+    r0, r1 = metrics(pipeline, "rloo", 0), metrics(pipeline, "rloo", 1)
+    assert r0["replicate"] == 0 and r1["replicate"] == 1
+    assert (r0["steps"], r0["rollouts"]) == (r1["steps"], r1["rollouts"])
+    sft0, sft1 = (pipeline.read(f"data/models/sft/r{r}/model.safetensors") for r in (0, 1))
+    assert sft0 != sft1  # another data order and dropout: another draw
+    proc = pipeline.run("python", "stages/rloo.py", "rloo", "2", check=False)
+    assert proc.returncode != 0 and "replicate '2' is not in `replicates.seeds`" in proc.stderr

@@ -1,4 +1,5 @@
-"""End to end: `sft` and the `ipo@<source>` foreach stages via the real `dvc repro`, smoke-sized."""
+"""End to end: `sft@<seed>` and the `ipo@<source>-<seed>` matrix stages via the real `dvc repro`,
+smoke-sized (one replicate, seed 0)."""
 
 import json
 
@@ -14,22 +15,22 @@ SMOKE_SOURCES = ["scripted", "base"]  # params.smoke.yaml: the smoke teacher yie
 
 def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypatch):
     first = pipeline.repro("ipo")
-    assert {"sft", *(f"ipo@{s}" for s in SMOKE_SOURCES)} <= ran(first)
+    assert {"sft@0", *(f"ipo@{s}-0" for s in SMOKE_SOURCES)} <= ran(first)
     pairs = [json.loads(line) for line in pipeline.read("data/pairs/pairs.jsonl").splitlines()]
     for source in SMOKE_SOURCES:
-        m = json.loads(pipeline.read(f"reports/details/ipo/{source}.json"))
-        assert m["source"] == source and m["pairs"] == sum(p["source"] == source for p in pairs) > 0
+        m = json.loads(pipeline.read(f"reports/details/ipo/{source}/r0.json"))
+        assert m["source"] == source and m["replicate"] == 0 and m["pairs"] == sum(p["source"] == source for p in pairs) > 0
         assert m["steps"] == 3 and m["stopped_by"] == "max_steps", m
         # step 1 scores the SFT policy against itself: zero margin, loss (1/(2 beta))^2 + anchor
         assert m["margin_first"] == pytest.approx(0.0, abs=1e-3)
         for key in ("loss_final", "pref_acc_final", "chosen_reward_final", "rejected_reward_final"):
             assert isinstance(m[key], float), key
-        assert json.loads(pipeline.read(f"reports/timings/ipo/{source}.json"))["seconds"] > 0
-        curve = pipeline.read(f"dvclive/ipo/{source}/plots/metrics/train/margin.tsv").decode()
+        assert json.loads(pipeline.read(f"reports/timings/ipo/{source}/r0.json"))["seconds"] > 0
+        curve = pipeline.read(f"dvclive/ipo/{source}/r0/plots/metrics/train/margin.tsv").decode()
         assert len(curve.splitlines()) == 1 + 3  # header + one row per step
-        model, tok = load_model(str(pipeline.path / f"data/models/ipo/{source}"))
+        model, tok = load_model(str(pipeline.path / f"data/models/ipo_{source}/r0"))
         assert model(**tok("Numbers: 1 2 3 Target: 6\n", return_tensors="pt")).logits.shape[-1] == len(tok)
-    sft = json.loads(pipeline.read("reports/details/sft.json"))
+    sft = json.loads(pipeline.read("reports/details/sft/r0.json"))
     assert sft["adapter"] == "full" and sft["val_loss"] > 0 and 0 <= sft["val_token_acc"] <= 1
 
     again = pipeline.repro("ipo")
@@ -38,10 +39,10 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     # LoRA SFT, then IPO training that same adapter further: both are peft adapter dirs whose
     # recorded base is the local base dir (absolute), which evaluate.policy_ref resolves and loads
     pipeline.set_params({"sft": {"adapter": "lora"}, "ipo": {"adapter": "lora"}})
-    assert ran(pipeline.repro("ipo@scripted")) == {"sft", "ipo@scripted"}
-    assert json.loads(pipeline.read("reports/details/sft.json"))["adapter"] == "lora"
+    assert ran(pipeline.repro("ipo@scripted-0")) == {"sft@0", "ipo@scripted-0"}
+    assert json.loads(pipeline.read("reports/details/sft/r0.json"))["adapter"] == "lora"
     monkeypatch.chdir(pipeline.path)
-    for out in ("data/models/sft", "data/models/ipo/scripted"):
+    for out in ("data/models/sft/r0", "data/models/ipo_scripted/r0"):
         ref = policy_ref(out)
         assert (ref.base, ref.adapter) == (str((pipeline.path / "data/models/base").resolve()), out)
         model, _ = load_model(ref.base, ref.adapter)
@@ -55,7 +56,7 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     assert "valid: scripted, easyneg, hardneg, base" in proc.stderr
     # a known source without pairs (no teacher traces at smoke size) says how to get some
     pipeline.set_params({"ipo": {"sources": ["scripted", "easyneg"]}})
-    proc = pipeline.run("python", "stages/ipo.py", "easyneg", check=False)
+    proc = pipeline.run("python", "stages/ipo.py", "easyneg", "0", check=False)
     assert proc.returncode != 0
     assert "has no `easyneg` pairs" in proc.stderr and "remove easyneg from `ipo.sources`" in proc.stderr
     assert "teacher_traces.n_problems" in proc.stderr

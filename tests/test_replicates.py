@@ -121,3 +121,17 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
     (tmp_path / "quick").mkdir()
     quick = stage_names(tmp_path / "quick", [5])
     assert "sft@5" in quick and "sft@0" not in quick and "evaluate_first@ipo_base-5" in quick
+
+
+@pytest.mark.parametrize("path,stage", [
+    ("data/models/sft/r1", "sft"), ("data/models/ipo_scripted/r0", "ipo"),
+    ("data/models/opd_ac/r2", "opd"), ("data/models/rloo_shaped/r0", "rloo"),
+    ("data/models/rloo_nocurr/r0", "rloo_nocurr"), ("data/models/distill_F1/r0/config.json",
+                                                   "distill"),
+    ("data/diagnose/r0/failed.jsonl", "diagnose"), ("data/models/base", "base"),
+    ("data/eval/teacher/shared.parquet", "evaluate_shared"), ("elsewhere/model", None),
+])
+def test_an_error_names_the_stage_group_that_writes_a_replicate_path(path, stage):
+    from countdown_rlvr.io import producing_stage
+
+    assert producing_stage(path, ROOT / "dvc.yaml") == stage

@@ -23,34 +23,27 @@ from tqdm.auto import tqdm
 
 from .metrics import records_frame
 from .model import ModelRef, load_model
+from .research import NOT_TRAINED
 from .sampling import generate
 from .task import get_reward, solve_prompt, verify
 
 # --------------------------------------------------------------------------- untrained
 
-def not_trained(model_dir: str | Path, details: str | Path = "reports/details") -> str | None:
+def not_trained(model_dir: str | Path) -> str | None:
     """Why the policy in `model_dir` is not worth sampling, or None.
 
-    A training stage that had no examples saves its input policy unchanged and writes
-    `trained: false` into its details (e.g. distill@F1 without a successful repair:
-    data/models/distill/F1 -> reports/details/distill/F1.json). Sampling that copy would only
-    reproduce its source's numbers at the cost of a full evaluation. The details file needs
-    no dvc.yaml dep of its own: it changes only when its stage re-runs, and then the model
-    dir, a dep of evaluate, changes with it.
+    A training stage that had no examples saves its input policy unchanged, marked as such
+    (`research.untrained(..., same_as_source=True)`: e.g. distill@F1-0 without a successful
+    repair saves data/models/distill_F1/r0 with a NOT_TRAINED.json). Sampling that copy would
+    only reproduce its source's numbers at the cost of a full evaluation.
     """
-    parts = Path(model_dir).parts
-    if len(parts) < 3 or parts[:2] != ("data", "models"):
-        return None
-    path = Path(details, *parts[2:]).with_suffix(".json")
+    path = Path(model_dir) / NOT_TRAINED
     try:
         info = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(info, dict) or info.get("trained") is not False:
-        return None
-    return (f"not trained: {path.as_posix()} says trained: false "
-            f"({info.get('examples', 0)} training examples), so {Path(model_dir).as_posix()} "
-            "is its source policy unchanged")
+    return (f"not trained: {path.as_posix()} says it is {info.get('source')} unchanged "
+            f"({info.get('reason') or 'no training data'})")
 
 
 # --------------------------------------------------------------------------- evaluation

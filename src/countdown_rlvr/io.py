@@ -150,16 +150,32 @@ def _jsonable(x: Any) -> Any:
 
 
 def producing_stage(path: str | Path, dvc_yaml: str | Path = "dvc.yaml") -> str | None:
-    """Name of the plain dvc.yaml stage whose outs contain `path`, for error messages."""
+    """Name of the dvc.yaml stage whose outs contain `path`, for error messages: a plain stage's
+    name, or a matrix / foreach group's (`dvc repro sft` runs every replicate of it). In a
+    template, `${item.<key>}` matches the matrix's literal list for <key> where it has one
+    (rloo's arms), any one path component otherwise (seeds from params.yaml)."""
     try:
         stages = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})
     except (OSError, yaml.YAMLError):
         return None
     target = Path(path).as_posix().rstrip("/")
     for name, stage in stages.items():
-        for out in (stage or {}).get("outs", []) if isinstance(stage, dict) else []:
-            out = next(iter(out)) if isinstance(out, dict) else str(out)
-            out = out.rstrip("/")
-            if target == out or target.startswith(out + "/"):
+        body = stage.get("do", stage) if isinstance(stage, dict) else {}
+        lists = {k: v for k, v in (stage.get("matrix") or {}).items() if isinstance(v, list)} \
+            if isinstance(stage, dict) else {}
+        for out in body.get("outs", []) if isinstance(body, dict) else []:
+            out = (next(iter(out)) if isinstance(out, dict) else str(out)).rstrip("/")
+            if re.fullmatch(_out_pattern(out, lists) + "(/.*)?", target):
                 return name
     return None
+
+
+def _out_pattern(out: str, lists: dict[str, list]) -> str:
+    def part(p: str) -> str:
+        if not p.startswith("${"):
+            return re.escape(p)
+        values = lists.get(p[2:-1].removeprefix("item."))
+        if values and not any("${" in str(v) for v in values):
+            return "(" + "|".join(re.escape(str(v)) for v in values) + ")"
+        return "[^/]+"
+    return "".join(part(p) for p in re.split(r"(\$\{[^}]*\})", out))
