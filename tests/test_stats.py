@@ -1,5 +1,7 @@
 """Tests for countdown_rlvr.stats: McNemar against statsmodels and exact hand values,
-bootstrap determinism and calibration."""
+bootstrap determinism and calibration; the replicate-unit tests against closed forms, and a
+simulation showing that they hold their size when training draws differ while a test within
+one draw does not."""
 
 import dataclasses
 import itertools
@@ -17,9 +19,13 @@ from countdown_rlvr.metrics import pass_at_k
 from countdown_rlvr.stats import (
     McNemarResult,
     bootstrap_ci,
+    equivalence_test,
+    holm,
     mcnemar,
     paired_permutation_test,
     pass_at_k_ci,
+    rate_vs_reference,
+    replicate_t_test,
 )
 
 paired = st.lists(st.tuples(st.booleans(), st.booleans()), max_size=200)
@@ -189,3 +195,107 @@ def test_paired_permutation_uses_every_sample():
 def test_paired_permutation_rejects_bad_input():
     with pytest.raises(ValueError, match="equal length"):
         paired_permutation_test([0.1, 0.2], [0.1])
+
+
+# --------------------------------------------------------------------------- replicates
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=8))
+def test_replicate_t_test_is_scipys_one_sample_t(effects):
+    from scipy.stats import ttest_1samp
+
+    res = replicate_t_test(effects)
+    x = np.asarray(effects)
+    assert res.n == len(effects) and res.mean == pytest.approx(x.mean())
+    if x.std(ddof=1) > 1e-9:
+        ref = ttest_1samp(x, 0.0)
+        lo, hi = ref.confidence_interval(0.95)
+        assert res.pvalue == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-12)
+        assert (res.ci_low, res.ci_high) == (pytest.approx(lo), pytest.approx(hi))
+        assert res.ci_low <= res.mean <= res.ci_high
+
+
+def test_replicate_t_test_hand_values_and_one_replicate():
+    # effects 0.1, 0.2, 0.3: mean 0.2, sd 0.1, t = 0.2 / (0.1 / sqrt 3) = 3.464 with 2 dof
+    res = replicate_t_test([0.1, 0.2, 0.3])
+    assert (res.mean, res.sd) == (pytest.approx(0.2), pytest.approx(0.1))
+    assert res.pvalue == pytest.approx(0.07418, abs=1e-4)  # 2 * P(T_2 > 3.464)
+    half = 4.302653 * 0.1 / math.sqrt(3)  # t_{0.975, 2} * se
+    assert (res.ci_low, res.ci_high) == (pytest.approx(0.2 - half), pytest.approx(0.2 + half))
+    one = replicate_t_test([0.25])
+    assert (one.n, one.mean, one.sd, one.pvalue, one.ci_low) == (1, 0.25, None, None, None)
+    assert replicate_t_test([0.0, 0.0]).pvalue == 1.0
+    with pytest.raises(ValueError, match="non-empty"):
+        replicate_t_test([])
+
+
+def test_equivalence_needs_the_interval_inside_the_margin():
+    tight = [0.001, -0.002, 0.0015, 0.0]
+    assert equivalence_test(tight, margin=0.05) < 0.001  # well inside +-0.05
+    wide = [0.06, -0.04, 0.0]  # mean ~0, but too noisy to exclude a 0.05 change
+    assert equivalence_test(wide, margin=0.05) > 0.05
+    shifted = [0.08, 0.09, 0.07]  # consistently outside the margin
+    assert equivalence_test(shifted, margin=0.05) > 0.5
+    assert equivalence_test([0.0], margin=0.05) is None  # one replicate: not testable
+    with pytest.raises(ValueError, match="margin"):
+        equivalence_test(tight, margin=0)
+
+
+def test_a_rate_is_compared_with_the_references_own_sampling_error():
+    # one replicate of 400 at 0.55 vs a reference of 0.592 on 500: binomial variances add
+    res = rate_vs_reference([0.55], 400, 0.592, 500)
+    se = math.sqrt(0.55 * 0.45 / 400 + 0.592 * 0.408 / 500)
+    assert res["se"] == pytest.approx(se)
+    assert res["pvalue"] == pytest.approx(2 * (1 - 0.5 * (1 + math.erf(0.042 / se / math.sqrt(2)))))
+    # the same difference against a reference taken as exact would look far stronger
+    exact = rate_vs_reference([0.55], 400, 0.592, 10**9)
+    assert exact["pvalue"] < res["pvalue"]
+    # with replicates, their spread is our variance
+    reps = rate_vs_reference([0.50, 0.60, 0.55], 400, 0.592, 500)
+    assert reps["se"] == pytest.approx(math.sqrt(np.var([0.5, 0.6, 0.55], ddof=1) / 3
+                                                 + 0.592 * 0.408 / 500))
+
+
+def test_holm_skips_untestable_claims():
+    from statsmodels.stats.multitest import multipletests
+
+    ps = [0.01, None, 0.04, 0.03]
+    ref = multipletests([0.01, 0.04, 0.03], method="holm")[1]
+    assert holm(ps) == [pytest.approx(ref[0]), None, pytest.approx(ref[1]),
+                        pytest.approx(ref[2])]
+    assert holm([None]) == [None]
+
+
+def simulated_effects(rng, n_replicates=3, n_problems=400, n_samples=16, between_sd=0.6):
+    """Per-replicate paired pass@1 effects (a - b) of two policies with NO true difference:
+    every trained policy gets its own random offset on the logit of every problem's solve
+    rate (the training draw), so replicates differ by far more than sampling noise."""
+    base = rng.normal(-1.5, 1.5, size=n_problems)  # problem difficulty (logit of solve rate)
+    effects, within_p = [], None
+    for r in range(n_replicates):
+        rates = []
+        for _ in ("a", "b"):  # each trained policy: a shared shift plus per-problem wobble
+            logit = base + rng.normal(0, between_sd) + rng.normal(0, between_sd, n_problems)
+            p = 1 / (1 + np.exp(-logit))
+            rates.append(rng.binomial(n_samples, p) / n_samples)
+        effects.append(float(np.mean(rates[0] - rates[1])))
+        if r == 0:  # today's test: within one draw, problems as the unit
+            within_p = paired_permutation_test(rates[0], rates[1], n_resamples=499,
+                                               seed=int(rng.integers(2**31)))
+    return effects, within_p
+
+
+def test_the_replicate_test_holds_its_size_when_draws_differ_and_a_within_draw_test_does_not():
+    """Effect 0, large between-replicate variance, 3 replicates of 400 problems x 16 samples:
+    the pooled t-test rejects ~5% of the time (within Monte Carlo error), the permutation
+    test over the problems of one draw rejects far more often (it sees one draw's offset as
+    an effect)."""
+    rng = np.random.default_rng(0)
+    n_exp = 300
+    pooled = within = 0
+    for _ in range(n_exp):
+        effects, within_p = simulated_effects(rng)
+        pooled += replicate_t_test(effects).pvalue < 0.05
+        within += within_p < 0.05
+    mc = 3 * math.sqrt(0.05 * 0.95 / n_exp)  # 3 Monte Carlo standard errors
+    assert abs(pooled / n_exp - 0.05) <= mc, pooled / n_exp
+    assert within / n_exp > 0.5, within / n_exp

@@ -1,19 +1,26 @@
-"""Significance tests for comparing policies on the same problems.
+"""Significance tests for comparing policies on the same problems, within one training draw
+and across draws.
 
-Outcomes are paired by problem: McNemar on per-problem solved/unsolved (one sample each),
-a paired sign-flip permutation test on per-problem rates estimated from every sample, and a
-percentile bootstrap over problems for confidence intervals (e.g. on pass@k, or on the
-per-problem difference between two policies, whose mean is the difference of their means).
+Within one replicate (one trained policy per name), outcomes are paired by problem: McNemar
+on per-problem solved/unsolved (one sample each), a paired sign-flip permutation test on
+per-problem rates estimated from every sample, and a percentile bootstrap over problems for
+confidence intervals. These leave out the training draw. Across replicates, the unit is the
+replicate: a t-test and t interval on per-replicate effects (`replicate_t_test`), an
+equivalence test for claims of no change (`equivalence_test`), a rate against another study's
+estimate with both sampling errors (`rate_vs_reference`), and Holm's correction for a family
+of claims (`holm`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, chi2, permutation_test
+from scipy.stats import binomtest, chi2, norm, permutation_test, ttest_1samp
 
 from .metrics import pass_at_k
 
@@ -134,3 +141,104 @@ def pass_at_k_ci(n_per_problem: Sequence[int], c_per_problem: Sequence[int], k: 
         raise ValueError("n_per_problem and c_per_problem must have equal length")
     per_problem = [pass_at_k(int(n), int(c), k) for n, c in zip(n_arr, c_arr)]
     return bootstrap_ci(per_problem, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+# --------------------------------------------------------------------------- replicates
+# A run's intervals above resample problems of ONE trained policy; a second training draw
+# (another seed, or the same seed on another CPU) moves a policy by more than those intervals
+# allow. The tests below take the replicate (one training draw) as their unit.
+
+@dataclass(frozen=True)
+class ReplicateTest:
+    """A test across replicates of per-replicate effects (e.g. paired pass@k differences)."""
+    n: int  # replicates
+    mean: float  # mean effect over replicates
+    sd: float | None  # across-replicate standard deviation (None with one replicate)
+    ci_low: float | None  # t interval of the mean (None with one replicate)
+    ci_high: float | None
+    pvalue: float | None  # two-sided one-sample t-test of mean = 0 (None: not testable)
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return dataclasses.asdict(self)
+
+
+def replicate_t_test(effects: Sequence[float], alpha: float = 0.05) -> ReplicateTest:
+    """One-sample t-test and t interval of the mean of per-replicate effects (df = R - 1).
+
+    Each replicate contributes one number (its effect estimated from all its samples, paired
+    over problems), so the test's noise is the between-replicate spread itself: training-draw
+    variance and problem/sample variance together, whatever their mix. Under the usual
+    normality of a mean effect it holds its size for any between-replicate variance
+    (tests/test_stats.py simulates it), unlike a test within one replicate. With R = 1 there is
+    no spread to estimate: the mean is reported, the test is None. All effects equal: a
+    degenerate spread of 0 gives p 1.0 when the mean is 0, else p 0.0.
+    """
+    x = np.asarray(effects, dtype=float)
+    if x.ndim != 1 or x.size == 0 or not np.isfinite(x).all():
+        raise ValueError(f"effects must be a non-empty 1-D list of finite numbers, got {effects}")
+    mean = float(x.mean())
+    if x.size == 1:
+        return ReplicateTest(1, mean, None, None, None, None)
+    sd = float(x.std(ddof=1))
+    if sd == 0.0:
+        return ReplicateTest(int(x.size), mean, 0.0, mean, mean, 1.0 if mean == 0 else 0.0)
+    res = ttest_1samp(x, 0.0)
+    lo, hi = res.confidence_interval(1 - alpha)
+    return ReplicateTest(int(x.size), mean, sd, float(lo), float(hi), float(res.pvalue))
+
+
+def equivalence_test(effects: Sequence[float], margin: float) -> float | None:
+    """TOST p-value that the mean per-replicate effect lies within (-margin, +margin).
+
+    A claim of *no change* is supported only when this is small: "not significantly
+    different" is not evidence of no difference (it is what any underpowered test gives).
+    The p is the larger of the two one-sided t-tests' (df = R - 1); None with one replicate.
+    """
+    if margin <= 0:
+        raise ValueError(f"margin must be > 0, got {margin}")
+    x = np.asarray(effects, dtype=float)
+    if x.size < 2:
+        return None
+    if x.std(ddof=1) == 0:
+        return 0.0 if abs(x.mean()) < margin else 1.0
+    lower = ttest_1samp(x, -margin, alternative="greater").pvalue
+    upper = ttest_1samp(x, margin, alternative="less").pvalue
+    return float(max(lower, upper))
+
+
+def rate_vs_reference(rates: Sequence[float], n_per_replicate: int, ref_rate: float,
+                      ref_n: int) -> dict[str, float | None]:
+    """Two-sided test of this run's rate (mean over replicates) against a rate another study
+    measured on `ref_n` units, counting the reference's own sampling error.
+
+    The reference is an estimate, not a constant: its variance ref_rate (1 - ref_rate) / ref_n
+    adds to ours. Ours is the across-replicate variance of the mean when there are >= 2
+    replicates (it holds the training draw's share too), else the binomial variance of one
+    replicate's `n_per_replicate` units. A Welch-style z statistic; returns the difference,
+    its standard error and p.
+    """
+    x = np.asarray(rates, dtype=float)
+    if x.size == 0 or not 0 <= ref_rate <= 1 or ref_n < 1 or n_per_replicate < 1:
+        raise ValueError("need >= 1 rate, a reference rate in [0, 1] and positive counts")
+    mean = float(x.mean())
+    ours = (float(x.var(ddof=1)) / x.size if x.size >= 2
+            else mean * (1 - mean) / n_per_replicate)
+    se = math.sqrt(ours + ref_rate * (1 - ref_rate) / ref_n)
+    if se == 0:
+        return {"diff": mean - ref_rate, "se": 0.0, "pvalue": 1.0 if mean == ref_rate else 0.0}
+    z = (mean - ref_rate) / se
+    return {"diff": mean - ref_rate, "se": se, "pvalue": float(2 * norm.sf(abs(z)))}
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values of a family of tests (statsmodels), None entries kept as None
+    and left out of the family."""
+    from statsmodels.stats.multitest import multipletests
+
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    out: list[float | None] = [None] * len(pvalues)
+    if idx:
+        adjusted = multipletests([pvalues[i] for i in idx], method="holm")[1]
+        for i, p in zip(idx, adjusted, strict=True):
+            out[i] = float(p)
+    return out
