@@ -1,12 +1,15 @@
 """Compare evaluated policies on the same problems (torch-free: the `compare` stage and the
 report import it without loading a model).
 
-    compare_policies(records, pairs, ks) -> JSON-able dict: pass@k intervals per policy, and
+    compare_policies(records, pairs, ks) -> one training draw: pass@k intervals per policy, and
                                             per pair, split and k: the all-sample paired test
                                             (sign-flip permutation + bootstrap interval on the
-                                            per-problem pass@k difference, the headline), and
-                                            McNemar on sample 0 (S0's test)
-    compare_markdown(report)             -> the tables of reports/compare.md
+                                            per-problem pass@k difference), and McNemar on
+                                            sample 0 (S0's test)
+    compare_replicates(runs, pairs, ks)  -> every draw: compare_policies per replicate, and
+                                            pooled over replicates (replicate-unit t-test and
+                                            t interval of the per-replicate effects)
+    compare_markdown(report) / replicates_markdown(report) -> reports/compare.md
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ import numpy as np
 import pandas as pd
 
 from .metrics import pass_at_k, solved_within
-from .stats import bootstrap_ci, mcnemar, paired_permutation_test, pass_at_k_ci
+from .stats import (
+    bootstrap_ci,
+    mcnemar,
+    paired_permutation_test,
+    pass_at_k_ci,
+    replicate_t_test,
+)
+
+SHARED = "shared"  # the run tag of a policy trained once (base, teacher)
 
 
 def _per_problem_counts(records: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -191,3 +202,133 @@ def _num(x) -> str:
 
 def _pval(x) -> str:
     return "–" if x is None else f"{x:.3g}"
+
+
+# --------------------------------------------------------------------------- replicates
+def replicate_runs(records: dict[str, dict[str, pd.DataFrame]]) -> list[str]:
+    """The replicate tags (r<seed>) any policy has records for, in seed order."""
+    tags = {t for runs in records.values() for t in runs if t != SHARED}
+    return sorted(tags, key=lambda t: int(t[1:]))
+
+
+def records_of_run(records: dict[str, dict[str, pd.DataFrame]], tag: str) -> dict:
+    """{policy: records} of one replicate: its own draw, or the one shared draw of a policy
+    trained once (the same fixed input in every replicate)."""
+    out = {}
+    for name, runs in records.items():
+        frame = runs.get(tag, runs.get(SHARED))
+        if frame is not None:
+            out[name] = frame
+    return out
+
+
+def compare_replicates(records: dict[str, dict[str, pd.DataFrame]],
+                       pairs: Sequence[Sequence[str]], ks: Sequence[int], seed: int = 0,
+                       splits: Sequence[str] = ("test",), exact: bool = True,
+                       n_boot: int = 1000, alpha: float = 0.05,
+                       boot_seed: int = 0) -> dict[str, Any]:
+    """`compare_policies` once per replicate, then pooled with the replicate as the unit.
+
+    records: policy -> run tag (r<seed>, or `shared` for a policy trained once) -> records.
+    A pair is compared in every replicate where both have records (a shared policy's one
+    draw stands in each); its pooled effect at (split, k) is the one-sample t-test and t
+    interval of the per-replicate all-sample pass@k differences (`stats.replicate_t_test`):
+    their spread holds the training draw's variance, which intervals over the problems of
+    one draw leave out. A policy's pooled pass@k is the mean, SD and t interval of its
+    per-replicate values. Pairs of two shared policies have one draw, nothing to pool.
+    """
+    tags = replicate_runs(records) or [SHARED]
+    per_run = {tag: compare_policies(records_of_run(records, tag), pairs, ks, seed, splits,
+                                     exact, n_boot, alpha, boot_seed) for tag in tags}
+    out: dict[str, Any] = {"settings": {**next(iter(per_run.values()))["settings"],
+                                        "replicates": tags},
+                           "replicates": per_run, "policies": {}, "pairs": {}, "skipped": {}}
+    for name, runs in records.items():
+        out["policies"][name] = _pooled_policy(per_run, name, splits, ks, alpha,
+                                               shared=set(runs) == {SHARED})
+    for a, b in pairs:
+        key = pair_key(a, b)
+        present = [t for t in tags if key in per_run[t]["pairs"]]
+        if not present:
+            out["skipped"][key] = next((r["skipped"][key] for r in per_run.values()
+                                        if key in r.get("skipped", {})), "no replicate has both")
+            continue
+        out["pairs"][key] = {split: {
+            k: _pooled_pair([(t, per_run[t]["pairs"][key][split][k]) for t in present
+                             if k in per_run[t]["pairs"][key].get(split, {})], alpha)
+            for k in per_run[present[0]]["pairs"][key].get(split, {})}
+            for split in splits if split in per_run[present[0]]["pairs"][key]}
+    return out
+
+
+def _pooled_policy(per_run: dict, name: str, splits, ks, alpha: float, shared: bool) -> dict:
+    """Mean, SD and t interval over replicates of a policy's pass@k (a shared policy: its one
+    draw, under the tag `shared`)."""
+    out = {}
+    for split in splits:
+        block = {}
+        for k in ks:
+            values = {t: r["policies"][name][split][f"pass@{k}"]["value"]
+                      for t, r in per_run.items()
+                      if f"pass@{k}" in r["policies"].get(name, {}).get(split, {})}
+            if shared and values:  # the same draw stood in every replicate
+                values = {SHARED: next(iter(values.values()))}
+            if values:
+                res = replicate_t_test(list(values.values()), alpha)
+                block[f"pass@{k}"] = {"n": res.n, "mean": res.mean, "sd": res.sd,
+                                      "ci_low": res.ci_low, "ci_high": res.ci_high,
+                                      "per_replicate": values}
+        if block:
+            out[split] = block
+    return out
+
+
+def _pooled_pair(rows: list[tuple[str, dict]], alpha: float) -> dict:
+    """The pooled test of one (pair, split, k) over the replicates' rows."""
+    effects = [r["pass_diff"] for _, r in rows]
+    res = replicate_t_test(effects, alpha).as_dict()
+    return {"pooled": res,
+            "per_replicate": {t: {f: r[f] for f in (
+                "pass_a", "pass_b", "pass_diff", "pass_diff_ci_low", "pass_diff_ci_high",
+                "pass_diff_pvalue", "pvalue", "a_only", "b_only", "n_problems")}
+                for t, r in rows}}
+
+
+def replicates_markdown(report: dict[str, Any]) -> str:
+    """reports/compare.md: per pair the pooled effect over replicates (the verdict's test),
+    then every replicate's own paired test, then each replicate's full tables."""
+    s = report["settings"]
+    ci = f"{100 * (1 - s['alpha']):g}%"
+    tags = s["replicates"]
+    lines = ["# Policy comparison", "",
+             (f"Replicates: {', '.join(tags)}. Each replicate is one training draw of every "
+              "replicated policy (shared policies: one draw, the same in every replicate). "
+              f"Pooled = mean of the per-replicate pass@k differences with its {ci} t "
+              "interval and the one-sample t-test across replicates (df = replicates - 1): the "
+              "test whose unit is the training draw. Per replicate: the paired difference "
+              "from all samples over problems, with its bootstrap interval and sign-flip "
+              "permutation p (one draw: it leaves out the training variance)."), "",
+             "| a | b | split | k | pooled diff [CI] | pooled p | " +
+             " | ".join(f"{t}: diff (p)" for t in tags) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(tags)]
+    for a, b in s["pairs"]:
+        for split, per_k in report["pairs"].get(pair_key(a, b), {}).items():
+            for k in sorted(per_k, key=lambda x: int(x[1:])):
+                row = per_k[k]
+                pooled = row["pooled"]
+                cells = [f"{r['pass_diff']:+.3f} ({_pval(r['pass_diff_pvalue'])})"
+                         if (r := row["per_replicate"].get(t)) else "–" for t in tags]
+                lines.append(f"| {a} | {b} | {split} | {k[1:]} | {_diff_ci(pooled)} | "
+                             f"{_pval(pooled['pvalue'])} | " + " | ".join(cells) + " |")
+    for key, why in (report.get("skipped") or {}).items():
+        lines.append(f"\n- `{key}`: {why}")
+    for tag, rep in report["replicates"].items():
+        body = compare_markdown(rep).splitlines()[1:]
+        lines += ["", f"## Replicate {tag}", *body]
+    return "\n".join(lines) + "\n"
+
+
+def _diff_ci(pooled: dict) -> str:
+    if pooled.get("ci_low") is None:
+        return f"{pooled['mean']:+.3f} (one replicate)"
+    return f"{pooled['mean']:+.3f} [{pooled['ci_low']:+.3f}, {pooled['ci_high']:+.3f}]"

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import StageError
+
 # operands per problem: task.solve.MAX_NUMBERS, the exhaustive solver's limit (a copy, so
 # that reading params imports no task code; tests/test_config.py checks they agree)
 MAX_NUMBERS = 6
@@ -211,8 +213,6 @@ def from_section(cls, stage: str, params: dict[str, Any], path: str, inherit: st
 
 
 def _block(stage: str, params: dict[str, Any], path: str) -> dict[str, Any]:
-    from .io import StageError  # io imports this module lazily: no cycle
-
     block: Any = params
     for part in path.split("."):
         block = block.get(part) if isinstance(block, dict) else None
@@ -228,8 +228,6 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _build(cls, stage: str, block: dict[str, Any], path: str):
-    from .io import StageError
-
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     if unknown := sorted(set(block) - set(names)):

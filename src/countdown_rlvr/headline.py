@@ -5,16 +5,20 @@ everything it measured (the report and compare.md are rendered from those) and
 reports/metrics/<name>.json with the few numbers picked here. Only the latter are DVC
 metrics, so a comparison of two runs reads as a short table, not thousands of rows.
 
-Each headline file holds one top-level key naming its subject, a stage or a policy, so a
-metric name is unique across the repo and means one thing:
+Files of one kind share their keys and the file's path names its subject (a policy, a stage,
+a replicate), so `dvc metrics show reports/metrics/eval` prints one row per policy and
+`dvc metrics show reports/metrics/rloo` one row per replicate:
 
-    rloo.pass@1              evaluate@rloo: test-split pass@1
-    rloo.pass@1_ci_low       compare: its bootstrap interval over problems
-    rloo.reward_mean_final   the rloo stage: mean reward over the last 10% of its steps
-    rloo_vs_sft.p_k1         compare: paired permutation p of rloo vs sft from all samples
-    rloo_vs_sft.mcnemar_p_k1 compare: McNemar p on sample 0 (S0's test)
+    reports/metrics/eval/rloo.json   pass@1, pass@1_sd, pass@16, pass@16_sd, ood_pass@16,
+                                     ood_pass@16_sd, replicates: test pass@k as the mean over
+                                     replicates and its across-replicate SD (compare)
+    reports/metrics/rloo/r0.json     reward_mean_final, zero_std_frac_final, ...: replicate 0's
+                                     rloo stage
+    reports/metrics/compare.json     rloo_vs_sft.pass@1_diff, rloo_vs_sft.p_k1, ...: the
+                                     pooled (replicate-unit) effect and p of every pair
 
-Each function maps (stage output name, detail) to the headline. Only numbers are kept (no strings, no nulls): what a param says belongs to `dvc params diff`.
+Each function maps (stage output name, detail) to the headline. Only numbers are kept (no
+strings, no nulls): what a param says belongs to `dvc params diff`.
 """
 
 from __future__ import annotations
@@ -43,31 +47,26 @@ def pick(detail: Detail, keys: Iterable[str], rename: Mapping[str, str] | None =
     return out
 
 
-def subject(name: str) -> str:
-    """The namespace of a stage's headline: its policy name (ipo/scripted -> ipo_scripted)."""
-    return name.replace("/", "_")
-
-
 # --------------------------------------------------------------------------- data stages
 
 def problems(name: str, d: Detail) -> dict:
-    return {subject(name): pick(d, ("train.count", "test.count", "ood.count"),
-                             {"train.count": "train", "test.count": "test", "ood.count": "ood"})}
+    return pick(d, ("train.count", "test.count", "ood.count"),
+                             {"train.count": "train", "test.count": "test", "ood.count": "ood"})
 
 
 def traces(name: str, d: Detail) -> dict:
-    return {subject(name): pick(d, ("count", "mean_chars", "repair.count"),
-                                {"repair.count": "repair_examples"})}
+    return pick(d, ("count", "mean_chars", "repair.count"),
+                                {"repair.count": "repair_examples"})
 
 
 def teacher_traces(name: str, d: Detail) -> dict:
     by_n = {f"yield_by_operands.{n}": f"yield_{n}" for n in d.get("yield_by_operands", {})}
-    return {subject(name): pick(d, ("samples", "kept", "yield", *by_n), by_n)}
+    return pick(d, ("samples", "kept", "yield", *by_n), by_n)
 
 
 def dedup(name: str, d: Detail) -> dict:
-    return {subject(name): pick(d, ("total", "kept", "removed", "split.train", "split.val"),
-                          {"split.train": "train", "split.val": "val"})}
+    return pick(d, ("total", "kept", "removed", "split.train", "split.val"),
+                          {"split.train": "train", "split.val": "val"})
 
 
 def pairs(name: str, d: Detail) -> dict:
@@ -75,20 +74,20 @@ def pairs(name: str, d: Detail) -> dict:
     sources = [s for s, v in d.items() if isinstance(v, Mapping) and "pairs" in v]
     names = {**{f"{s}.pairs": s for s in sources},
              **{f"{s}.pairs_built": f"{s}_built" for s in sources}}
-    return {subject(name): pick(d, (*names, "base_sample_pass@1"), names)}
+    return pick(d, (*names, "base_sample_pass@1"), names)
 
 
 # --------------------------------------------------------------------------- training stages
 
 def training(name: str, d: Detail) -> dict:
     """SFT-style stages (base, teacher, sft, distill/<condition>)."""
-    return {subject(name): pick(d, ("examples", "loss_final", "token_acc_final", "val_loss",
-                                    "val_token_acc"))}
+    return pick(d, ("examples", "loss_final", "token_acc_final", "val_loss",
+                                    "val_token_acc"))
 
 
 def ipo(name: str, d: Detail) -> dict:
-    return {subject(name): pick(d, ("pairs_used", "loss_final", "pref_acc_final", "margin_final",
-                                    "chosen_nll_final"))}
+    return pick(d, ("pairs_used", "loss_final", "pref_acc_final", "margin_final",
+                                    "chosen_nll_final"))
 
 
 RL_KEYS = ("pass_rate_final", "reward_mean_final", "zero_std_frac_final", "kl_final",
@@ -99,22 +98,20 @@ RL_KEYS = ("pass_rate_final", "reward_mean_final", "zero_std_frac_final", "kl_fi
 
 def rl(name: str, d: Detail) -> dict:
     """RLOO-style stages (rloo, opd, opd_ac): the final 10% of the run's diagnostics."""
-    return {subject(name): pick(d, RL_KEYS)}
+    return pick(d, RL_KEYS)
 
 
 # --------------------------------------------------------------------------- research stages
 
 def diagnose(name: str, d: Detail) -> dict:
-    return {subject(name): pick(d, ("pass@1", "pass@k", "all_fail", "zero_informative",
-                                 "reward_contrast"))}
+    return pick(d, ("pass@1", "pass@k", "all_fail", "zero_informative", "reward_contrast"))
 
 
 def repair(name: str, d: Detail) -> dict:
-    return {subject(name): {cond: pick(m, ("success_rate", "mcnemar_vs_resample.pvalue",
-                                           "mcnemar_vs_F0.pvalue"),
-                                       {"mcnemar_vs_resample.pvalue": "p_vs_resample",
-                                        "mcnemar_vs_F0.pvalue": "p_vs_F0"})
-                            for cond, m in d.get("conditions", {}).items()}}
+    return {cond: pick(m, ("success_rate", "mcnemar_vs_resample.pvalue", "mcnemar_vs_F0.pvalue"),
+                       {"mcnemar_vs_resample.pvalue": "p_vs_resample",
+                        "mcnemar_vs_F0.pvalue": "p_vs_F0"})
+            for cond, m in d.get("conditions", {}).items()}
 
 
 def interventions(name: str, d: Detail) -> dict:
@@ -132,54 +129,43 @@ def interventions(name: str, d: Detail) -> dict:
                              if _is_number(v.get("pass@k"))}
     out["heldout_p_int_vs"] = {key.removeprefix("int_vs_"): t["pvalue"]
                                for key, t in d.get("heldout_mcnemar", {}).items()}
-    return {subject(name): out}
+    return out
 
 
 # --------------------------------------------------------------------------- evaluation
 
-def _pass_keys(block: Detail) -> list[str]:
+def _ks(block: Detail) -> list[str]:
     return sorted((k for k in block if k.startswith("pass@")), key=lambda k: int(k[5:]))
 
 
-def evaluation(name: str, d: Detail) -> dict:
-    """evaluate@<policy>: test pass@ of the smallest and largest k, pass@1 per operand count,
-    and the largest-k pass@ of every other split (e.g. OOD)."""
-    out = {}
-    test = d.get("test", {})
-    ks = _pass_keys(test)
-    if ks:
-        out |= pick(test, dict.fromkeys((ks[0], ks[-1])))
-        out |= {f"{ks[0]}_{sub}": v[ks[0]] for sub, v in test.items()
-                if isinstance(v, Mapping) and _is_number(v.get(ks[0]))}
-    for split, block in d.items():
-        if split != "test" and isinstance(block, Mapping) and (ks := _pass_keys(block)):
-            out |= pick(block, (ks[-1],), {ks[-1]: f"{split}_{ks[-1]}"})
-    return {name.removeprefix("eval/"): out}
+def policy(pooled: Detail) -> dict:
+    """reports/metrics/eval/<policy>.json, from compare's pooled block of one policy: test
+    pass@ at the smallest and largest k (mean over replicates, and the across-replicate SD),
+    the same at the largest k of every other split (ood_pass@16), and the replicate count.
+    The same keys for every policy (a shared policy's SD is absent: one draw)."""
+    out: dict[str, Any] = {}
+    n = 0
+    for split, block in pooled.items():
+        ks = _ks(block)
+        chosen = dict.fromkeys((ks[0], ks[-1])) if split == "test" else dict.fromkeys(ks[-1:])
+        prefix = "" if split == "test" else f"{split}_"
+        for k in chosen:
+            out |= pick(block[k], ("mean", "sd"), {"mean": f"{prefix}{k}",
+                                                   "sd": f"{prefix}{k}_sd"})
+            n = max(n, block[k]["n"])
+    out["replicates"] = n
+    return out
 
 
 def comparison(name: str, d: Detail, split: str = "test") -> dict:
-    """compare (no namespace of its own: its subjects are the policies and the pairs): each
-    policy's bootstrap interval of pass@ at the smallest and largest k, and each pair's
-    all-sample paired permutation p (`p_k<k>`, the headline test) and McNemar p on the first
-    k samples of one seed (`mcnemar_p_k<k>`, S0's test) at both, plus the all-sample pass@
-    difference at the smallest k with its interval."""
+    """compare.json: each pair's pooled (replicate-unit) pass@ difference and its t-test p at
+    the smallest and largest k: `<a>_vs_<b>.pass@1_diff`, `<a>_vs_<b>.p_k1`, ..."""
     out: dict[str, dict] = {}
-    for policy, splits in d.get("policies", {}).items():
-        block = splits.get(split, {})
-        ks = _pass_keys(block)
-        out[policy] = {f"{k}_{end}": block[k][end] for k in dict.fromkeys(ks[:1] + ks[-1:])
-                       for end in ("ci_low", "ci_high")}
     for pair, splits in d.get("pairs", {}).items():
         block = splits.get(split, {})
         ks = sorted(block, key=lambda k: int(k[1:]))
-        if not ks:
-            continue
-        first = block[ks[0]]
-        for k in dict.fromkeys((ks[0], ks[-1])):
+        for k in dict.fromkeys(ks[:1] + ks[-1:]):
             out.setdefault(pair, {}).update(pick(
-                block[k], ("pass_diff_pvalue", "pvalue"),
-                {"pass_diff_pvalue": f"p_{k}", "pvalue": f"mcnemar_p_{k}"}))
-        out[pair] |= pick(first, ("pass_diff", "pass_diff_ci_low", "pass_diff_ci_high"),
-                          {key: key.replace("pass_diff", f"pass@{ks[0][1:]}_diff")
-                           for key in ("pass_diff", "pass_diff_ci_low", "pass_diff_ci_high")})
+                block[k]["pooled"], ("mean", "pvalue"),
+                {"mean": f"pass@{k[1:]}_diff", "pvalue": f"p_{k}"}))
     return out

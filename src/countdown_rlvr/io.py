@@ -19,12 +19,8 @@ from typing import Any
 import yaml
 from ruamel.yaml import YAML, YAMLError
 
-
-class StageError(SystemExit):
-    """A user-facing error: stops the stage with a message that names the fix."""
-
-    def __init__(self, stage: str, message: str):
-        super().__init__(f"[{stage}] error: {message}")
+from .config import problems_in
+from .errors import StageError  # re-exported: stages raise io.StageError
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
@@ -40,8 +36,6 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
         raise StageError("params", f"{path} is not valid YAML ({exc}); fix the syntax.") from exc
     if not isinstance(params, dict):
         raise StageError("params", f"{path} must be a mapping of stage sections.")
-    from .config import problems_in
-
     if bad := problems_in(params):
         raise StageError("params", f"{path}: " + "\n  ".join(bad) + "\nfix the value in "
                          f"{path} (or the `-S` override) and run again.")

@@ -74,7 +74,7 @@ def parse_replicate(stage: str, arg: str | None, params: dict[str, Any]) -> int:
     """The replicate seed a stage was started with (its last argument), checked against
     `replicates.seeds`; a clear error naming the usage otherwise."""
     from .config import Replicates, from_section
-    from .io import StageError
+    from .errors import StageError
 
     seeds = from_section(Replicates, stage, params, "replicates").seeds
     if arg is None or not arg.lstrip("-").isdigit() or int(arg) not in seeds:
