@@ -4,7 +4,7 @@ measurements (reports/details/) and dvclive curves (dvclive/) only."""
 import time
 
 from countdown_rlvr import io
-from countdown_rlvr.config import Evaluate, Report, from_section
+from countdown_rlvr.config import Evaluate, Replicates, Report, from_section
 from countdown_rlvr.report import IPO_SOURCES, MissingInputs, render_report, report_policies
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
@@ -12,7 +12,8 @@ from countdown_rlvr.task.prompts import REPAIR_LABELS
 def main() -> None:
     params = io.load_params()
     cfg = from_section(Report, "report", params, "report")  # fails before any work
-    policies = list(from_section(Evaluate, "report", params, "evaluate").policies)
+    policies = from_section(Evaluate, "report", params, "evaluate").all()
+    seeds = from_section(Replicates, "report", params, "replicates").seeds
     # what this run trains; the seeds' full sets when those stages are not configured
     ipo_sources = list((params.get("ipo") or {}).get("sources") or IPO_SOURCES)
     distill = list((params.get("distill") or {}).get("conditions") or REPAIR_LABELS)
@@ -27,7 +28,8 @@ def main() -> None:
         inp = render_report(io.DETAILS, "dvclive", "reports/report.md", "reports/figures",
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
                             require_all=cfg.require_all, reference=cfg.reference,
-                            best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi)
+                            best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi,
+                            replicates=seeds)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
         raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "

@@ -18,8 +18,8 @@ from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from countdown_rlvr.metrics import pass_at_k
 from countdown_rlvr.stats import (
     McNemarResult,
+    below_margin_test,
     bootstrap_ci,
-    equivalence_test,
     holm,
     mcnemar,
     paired_permutation_test,
@@ -228,16 +228,16 @@ def test_replicate_t_test_hand_values_and_one_replicate():
         replicate_t_test([])
 
 
-def test_equivalence_needs_the_interval_inside_the_margin():
+def test_no_rise_needs_the_interval_below_the_margin():
     tight = [0.001, -0.002, 0.0015, 0.0]
-    assert equivalence_test(tight, margin=0.05) < 0.001  # well inside +-0.05
-    wide = [0.06, -0.04, 0.0]  # mean ~0, but too noisy to exclude a 0.05 change
-    assert equivalence_test(wide, margin=0.05) > 0.05
-    shifted = [0.08, 0.09, 0.07]  # consistently outside the margin
-    assert equivalence_test(shifted, margin=0.05) > 0.5
-    assert equivalence_test([0.0], margin=0.05) is None  # one replicate: not testable
+    assert below_margin_test(tight, margin=0.05) < 0.001  # well below +0.05
+    wide = [0.06, -0.04, 0.0]  # mean ~0, but too noisy to exclude a 0.05 rise
+    assert below_margin_test(wide, margin=0.05) > 0.05
+    assert below_margin_test([-0.08, -0.09, -0.07], margin=0.05) < 0.01  # a drop: no rise
+    assert below_margin_test([0.08, 0.09, 0.07], margin=0.05) > 0.5  # a rise beyond it
+    assert below_margin_test([0.0], margin=0.05) is None  # one replicate: not testable
     with pytest.raises(ValueError, match="margin"):
-        equivalence_test(tight, margin=0)
+        below_margin_test(tight, margin=0)
 
 
 def test_a_rate_is_compared_with_the_references_own_sampling_error():

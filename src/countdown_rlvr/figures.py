@@ -3,30 +3,21 @@
     FIGURES                       name -> (draw function, caption, which inputs it needs)
     write_figures(inp, fig_dir)   -> {figure name: file name} of the figures drawn
 
-A leaf under report.py: it owns what the drawing needs (the RL runs and their dvclive
-panels) and report.py imports those from here, so the two never disagree on a run or a
-panel. The repair conditions' labels are task.prompts.REPAIR_LABELS, which both import.
+Below report.py; the RL runs and their dvclive panels come from results.py, which both
+read, so the two never disagree on a run or a panel.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from .io import atomic_path
+from .results import CURVES, RL_RUNS, Inputs
 from .task.prompts import REPAIR_LABELS, RESAMPLE
-
-if TYPE_CHECKING:  # type only: report.py imports this module
-    from .report import Inputs
-
-RL_RUNS = ("rloo", "rloo_shaped", "opd", "opd_ac")  # runs with per-step dvclive curves
-# dvclive metric (TSV file stem, under any sub-folder such as train/) -> panel title
-CURVES = {"reward_mean": "reward mean", "zero_std_frac": "fraction of zero-std groups",
-          "kl": "KL to reference (k3)", "entropy": "entropy"}
 
 
 def pass_ks(block: dict) -> list[int]:

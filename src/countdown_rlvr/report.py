@@ -16,141 +16,32 @@ A missing input renders as a "not run" row (or paragraph) naming the stage that 
 
 from __future__ import annotations
 
-import csv
-import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .figures import CURVES, FIGURES, RL_RUNS, pass_ks, write_figures
+from .figures import FIGURES, pass_ks, write_figures
 from .io import write_text
-from .pairs import SOURCES as IPO_SOURCES  # the pair sources (ipo.sources)
 from .research import INT_POLICIES  # int.json pass_at_k rows
+from .results import (
+    IPO_SOURCES,
+    NA,
+    RL_RUNS,
+    Inputs,
+    MissingInputs,
+    load_inputs,
+    report_policies,
+)
+from .results import fmt as _f
+from .results import fmt_p as _p
+from .results import get as _get
+from .results import table as _table
 from .task.prompts import REPAIR_LABELS, RESAMPLE
 
-# The seeds' table rows. Metrics files and policy names follow the producing stages:
-# ipo/<source>.json + eval/ipo_<source>.json, distill/<key>.json + eval/distill_<key>.json.
-# The RL runs come from figures.py (their figures draw them too); the repair conditions
-# (task.prompts) and stage int's policies (research) from the torch-free modules that the
-# stages writing those files import them from.
-REQUIRED_CURVES = ("reward_mean", "zero_std_frac", "entropy")  # kl only when rloo.kl_coef > 0
-NA = "–"
-# read when present, never required: the shaped-reward RLOO arm (seed claims) and the
-# teacher's strategies (design differences)
-EXTRA_INPUTS = ("rloo_shaped.json", "teacher_traces.json")
-
-
-class MissingInputs(ValueError):
-    """require_all and some metrics files are absent; .missing maps each to its stage."""
-
-    def __init__(self, missing: dict[str, str]):
-        self.missing = missing
-        lines = "\n".join(f"  {path}  (stage {stage})" for path, stage in missing.items())
-        super().__init__(f"{len(missing)} report input(s) missing:\n{lines}")
-
-
-@dataclass
-class Inputs:
-    data: dict[str, Any]  # metrics file (relative to the metrics dir) -> parsed JSON
-    curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]  # run -> metric -> steps, values
-    missing: dict[str, str]  # file -> stage that writes it
-    policies: list[str]  # report order
-    stages: dict[str, str] = field(default_factory=dict)  # every expected file -> its stage
-
-    def evals(self) -> dict[str, dict]:
-        """Eval metrics of the policies that have them, in report order."""
-        return {p: m for p in self.policies
-                if (m := self.data.get(f"eval/{p}.json")) is not None and "test" in m}
-
-
-# --------------------------------------------------------------------------- inputs
-
-def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> list[str]:
-    """The seeds' policies of this configuration, then any other configured one (e.g. a
-    teacher), in params order."""
-    seeds = ("base", "sft", *(f"ipo_{s}" for s in ipo_sources), *RL_RUNS, "int",
-             *(f"distill_{c}" for c in distill))
-    return [*seeds, *(p for p in configured if p not in seeds)]
-
-
-def expected_inputs(policies, ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> dict[str, str]:
-    """Every measurement file (relative to reports/details) the report reads -> its stage."""
-    files = {f"eval/{p}.json": f"evaluate@{p}" for p in policies}
-    files["compare.json"] = "compare"
-    files["sft.json"] = "sft"
-    files |= {f"ipo/{s}.json": f"ipo@{s}" for s in ipo_sources}
-    files |= {f"{run}.json": run for run in RL_RUNS}
-    files |= {"diagnose.json": "diagnose", "repair.json": "repair", "int.json": "int"}
-    files |= {f"distill/{c}.json": f"distill@{c}" for c in distill}
-    return files
-
-
-def read_curves(run_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The CURVES metrics dvclive wrote under run_dir/plots/metrics (one TSV per metric,
-    columns `step` and the metric's leaf name; nested names become sub-folders)."""
-    out = {}
-    for tsv in sorted((run_dir / "plots" / "metrics").rglob("*.tsv")):
-        if tsv.stem in CURVES and tsv.stem not in out:  # sorted: train/kl before zz/kl
-            with open(tsv, newline="") as fh:
-                rows = list(csv.DictReader(fh, delimiter="\t"))
-            out[tsv.stem] = (np.array([int(r["step"]) for r in rows]),
-                             np.array([float(r[tsv.stem]) for r in rows]))
-    return out
-
-
-def load_inputs(metrics_dir: str | Path, dvclive_dir: str | Path, configured=(),
-                ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> Inputs:
-    """Read whatever exists of the report's inputs; record the expected ones that are absent.
-
-    Expected: the files of this configuration (configured policies, `ipo_sources`, `distill`
-    conditions) and the RLOO curves of REQUIRED_CURVES (the rest, and OPD's, are drawn when
-    present). The seeds' other rows
-    (e.g. an IPO source not in `ipo.sources`) are read when present, never required.
-    """
-    metrics_dir, dvclive_dir = Path(metrics_dir), Path(dvclive_dir)
-    policies = report_policies(configured, ipo_sources, distill)
-    stages = expected_inputs(policies, ipo_sources, distill)
-    optional = expected_inputs(report_policies(configured), IPO_SOURCES, tuple(REPAIR_LABELS))
-    optional |= dict.fromkeys(EXTRA_INPUTS, "")  # the seed claims and caveats, when present
-    data = {rel: json.loads((metrics_dir / rel).read_text())
-            for rel in {**optional, **stages} if (metrics_dir / rel).is_file()}
-    curves = {run: c for run in RL_RUNS if (c := read_curves(dvclive_dir / run))}
-    missing = {(metrics_dir / rel).as_posix(): stage
-               for rel, stage in stages.items() if rel not in data}
-    missing |= {(dvclive_dir / "rloo/plots/metrics" / f"**/{m}.tsv").as_posix(): "rloo"
-                for m in REQUIRED_CURVES if m not in curves.get("rloo", {})}
-    return Inputs(data, curves, missing, policies, stages)
-
-
-# --------------------------------------------------------------------------- markdown
-
-def _f(x, nd: int = 3) -> str:
-    if x is None:
-        return NA
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    return str(x)
-
-
-def _p(x) -> str:
-    return NA if x is None else f"{x:.3g}"
-
-
-def _get(d: dict | None, *path, default=None):
-    for key in path:
-        if not isinstance(d, dict) or key not in d:
-            return default
-        d = d[key]
-    return d
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def line(cells):
-        return "| " + " | ".join(cells) + " |"
-    return [line(header), line(["---"] * len(header)), *map(line, rows), ""]
+__all__ = ["IPO_SOURCES", "MissingInputs", "render_report", "report_policies"]
 
 
 # --------------------------------------------------------------------------- context
@@ -271,12 +162,15 @@ def header_section(ctx: Context) -> list[str]:
     test = next((m["test"] for m in ctx.inp.evals().values()), None)
     if test:
         lines += [(f"Test split: {test['n_problems']} problems, "
-                   f"{test['samples_per_group']} samples per prompt and seed "
-                   f"({test['n_groups']} groups). p-values are against `{ctx.ref}` "
-                   "(`report.reference`), paired by problem, from `compare.json`: the headline "
-                   "p is a sign-flip permutation test on the per-problem pass@k estimated from "
-                   "every sample; McNemar on sample 0 (S0's test) is a labelled secondary "
-                   "column. NA = pair not in `compare.pairs`."), ""]
+                   f"{test['samples_per_group']} samples per prompt and seed, per replicate. "
+                   f"Replicates (training draws): {', '.join(ctx.inp.replicates) or 'none'}. "
+                   "The seed claims and the policies table are pooled over replicates, with "
+                   "the replicate as the unit; every other table shows ONE draw, replicate "
+                   f"`{ctx.inp.first}` (the first seed), and its p-values are that draw's paired "
+                   "tests over problems (a sign-flip permutation test on per-problem pass@k "
+                   "from every sample; McNemar on sample 0, S0's test), which leave out the "
+                   f"training variance. p-values are against `{ctx.ref}` (`report.reference`); "
+                   "NA = pair not in `compare.pairs`."), ""]
     if ctx.inp.missing:
         lines += ["**Incomplete run:** these inputs are missing and render as *not run*:", ""]
         lines += [f"- `{path}` (stage `{stage}`)" for path, stage in ctx.inp.missing.items()]
@@ -284,28 +178,74 @@ def header_section(ctx: Context) -> list[str]:
     return lines
 
 
+def _pooled(ctx: Context, policy: str, k: int, split: str = "test") -> dict | None:
+    return _get(ctx.inp.compare, "policies", policy, split, f"pass@{k}")
+
+
+def _mean_ci(v: dict | None) -> str:
+    """A mean over replicates with its t interval (one draw: the bare value)."""
+    if v is None:
+        return NA
+    if v.get("ci_low") is None:
+        return f"{v['mean']:.3f}"
+    return f"{v['mean']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
+
+
+def _diff_ci(d: dict | None) -> str:
+    """A signed mean difference over replicates with its t interval."""
+    if d is None:
+        return NA
+    if d.get("ci_low") is None:
+        return f"{d['mean']:+.3f}"
+    return f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+
+
+def _pooled_vs_ref(ctx: Context, policy: str, k: int) -> dict | None:
+    """compare.json's pooled effect of policy - reference at k (either pair order)."""
+    from .compare import pair_key
+
+    for (a, b), sign in (((policy, ctx.ref), 1), ((ctx.ref, policy), -1)):
+        r = _get(ctx.inp.compare, "pairs", pair_key(a, b), "test", f"k{k}", "pooled")
+        if r is not None:
+            flip = {"mean": sign * r["mean"], "pvalue": r["pvalue"], "n": r["n"]}
+            if r.get("ci_low") is not None:
+                flip["ci_low"], flip["ci_high"] = sorted((sign * r["ci_low"], sign * r["ci_high"]))
+            return flip
+    return None
+
+
 def policies_table(ctx: Context) -> list[str]:
-    """S4 Table 1: every non-distill policy at k = 1 and the largest k."""
+    """S4 Table 1, pooled over replicates: every non-distill policy at k = 1 and the largest k,
+    each replicate's pass@1, and the replicate-unit difference from the reference."""
     k1, kx, ref = 1, ctx.kmax, ctx.ref
-    header = ["policy", f"pass@{k1} [95% CI]", f"pass@{kx} [95% CI]", f"n3 pass@{k1}",
-              f"n4 pass@{k1}", f"n3 pass@{kx}", f"n4 pass@{kx}", f"OOD pass@{k1}",
-              f"OOD pass@{kx}", f"pass@{k1} - {ref} [95% CI]", f"p vs {ref} (k={k1})",
-              f"p vs {ref} (k={kx})", "McNemar p, sample 0 (S0's test)"]
-    rows = [ctx.marker_row(p, [f"eval/{p}.json"], len(header)) or [
-        p, _ci(ctx, p, k1), _ci(ctx, p, kx),
-        *(_f(ctx.ev(p, "test", f"n{m}", f"pass@{k}")) for k in (k1, kx) for m in (3, 4)),
-        _f(ctx.ev(p, "ood", f"pass@{k1}")), _f(ctx.ev(p, "ood", f"pass@{kx}")),
-        _pass_diff(ctx, p, k1), _pvalue(ctx, p, k1), _pvalue(ctx, p, kx),
-        _mcnemar(ctx, p, k1)]
-        for p in ctx.inp.policies if not p.startswith("distill_")]
+    header = ["policy", "replicates", f"pass@{k1} [95% CI]", f"pass@{kx} [95% CI]",
+              f"pass@{k1} per replicate", f"OOD pass@{kx}", f"pass@{k1} - {ref} [95% CI]",
+              f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})"]
+    rows = []
+    for p in (p for p in ctx.inp.policies if not p.startswith("distill_")):
+        marker = ctx.marker_row(p, [f"eval/{p}.json"], len(header))
+        one = _pooled(ctx, p, k1)
+        if marker or one is None:
+            rows.append(marker or [p, *[NA] * (len(header) - 1)])
+            continue
+        d1, dx = _pooled_vs_ref(ctx, p, k1), _pooled_vs_ref(ctx, p, kx)
+        per = ", ".join(f"{t} {v:.3f}" for t, v in one["per_replicate"].items())
+        rows.append([p, str(one["n"]) if one["per_replicate"].keys() != {"shared"} else "shared",
+                     _mean_ci(one), _mean_ci(_pooled(ctx, p, kx)), per,
+                     _mean_ci(_pooled(ctx, p, kx, "ood")),
+                     "ref." if p == ref else _diff_ci(d1),
+                     "ref." if p == ref else _p(None if d1 is None else d1["pvalue"]),
+                     "ref." if p == ref else _p(None if dx is None else dx["pvalue"])])
     return ["## Policies (S4 Table 1)", "",
-            ("Unbiased pass@k on the held-out 3-4-number test split, its 3-/4-number parts "
-             f"and the OOD split ({_ood_operands(ctx)} numbers, targets from "
-             "`problems.ood_target_range`, beyond the training targets). The difference from "
-             f"`{ref}` and its p-values use every sample: the pass@{k1} difference with its "
-             "paired bootstrap interval over problems, and the paired sign-flip permutation "
-             "test on per-problem pass@k. The last column is McNemar on sample 0 alone "
-             "(S0's test), which throws away all other samples."), "",
+            ("Unbiased pass@k on the held-out 3-4-number test split and the OOD split "
+             f"({_ood_operands(ctx)} numbers, targets from `problems.ood_target_range`, beyond "
+             "the training targets), as the mean over replicates (training draws) with its "
+             "95% t interval over replicates; `shared` = trained once, one draw. The difference "
+             f"from `{ref}` is the mean of the per-replicate paired differences (all samples, "
+             "paired by problem), its interval and p the t-test across replicates: the unit is "
+             "the training draw. A policy of `evaluate.first_replicate_only` has one replicate: "
+             "no interval, no p. Per-replicate paired tests (permutation over problems, "
+             "McNemar on sample 0): `reports/compare.md`."), "",
             *_table(header, rows), *ctx.figure("pass_at_k"), *ctx.figure("splits")]
 
 
@@ -529,208 +469,42 @@ def significance_section(ctx: Context) -> list[str]:
 
     report = _test_split_in_order(ctx.data["compare.json"], ctx.inp.policies)
     body = compare_markdown(report).splitlines()[1:]  # drop its title
-    return lines + ["The test split (all splits: `reports/compare.md`)."] + body + [""]
+    return lines + [(f"Replicate `{ctx.inp.first}`, the test split (pooled over replicates and "
+                    "every replicate, all splits: `reports/compare.md`).")] + body + [""]
 
 
 # --------------------------------------------------------------------------- seed claims
 
-ALPHA = 0.05
-NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
-
-
-def _verdict(p: float | None, right_way: bool) -> str:
-    if p is None:
-        return "not testable: no test"
-    if p >= ALPHA:
-        return "not significant"
-    return "reproduced" if right_way else "contradicted"
-
-
-def _pair(ctx: Context, a: str, b: str, k: int) -> tuple[dict | None, str | None]:
-    """compare.json's result of a vs b at k on the test split, or why there is none."""
-    from .compare import pair_key
-
-    rep = ctx.data.get("compare.json")
-    if rep is None:
-        return None, "no compare.json"
-    key = pair_key(a, b)
-    if key in (rep.get("skipped") or {}):
-        return None, rep["skipped"][key]
-    r = _get(rep, "pairs", key, "test", f"k{k}")
-    return (r, None) if r else (None, f"[{a}, {b}] at k={k} not in `compare.pairs`")
-
-
-def _diff_cell(r: dict) -> str:
-    return (f"{r['pass_diff']:+.3f} [{r['pass_diff_ci_low']:+.3f}, "
-            f"{r['pass_diff_ci_high']:+.3f}]")
-
-
-def _claim_zero_informative(ctx: Context) -> list[str]:
-    from scipy.stats import binomtest
-
-    claim, seed = "S0: zero-informative groups of the SFT policy at K=8", "59.2% (500 prompts)"
-    m = ctx.data.get("diagnose.json")
-    if m is None or m.get("zero_informative") is None:
-        return [claim, seed, NA, NA, "not testable: no diagnose.json"]
-    n = int(m["n_problems"])
-    hits = round(m["zero_informative"] * n)
-    p = binomtest(hits, n, 0.592).pvalue
-    return [claim, seed, f"{m['zero_informative']:.1%} ({hits}/{n}, K={m.get('k')})",
-            f"exact binomial vs 0.592: p {p:.3g}",
-            "reproduced (consistent with 59%)" if p >= ALPHA else
-            "contradicted (differs from 59%)"]
-
-
-def _claim_feedback(ctx: Context) -> list[str]:
-    claim = "S0: execution feedback (F1-F4) repairs no more than a fresh resample (R)"
-    seed = "R-resample best: 6.9% vs every F lower"
-    m = ctx.data.get("repair.json")
-    conds = (m or {}).get("conditions", {})
-    fs = {c: v for c, v in conds.items() if c.startswith("F") and c not in ("F0", "Fshuf")}
-    if "R" not in conds or not fs:
-        return [claim, seed, NA, NA, "not testable: no repair.json with R and F conditions"]
-    best = max(fs, key=lambda c: fs[c]["successes"])
-    mc = fs[best].get("mcnemar_vs_resample") or {}
-    run = (f"R {conds['R']['successes']}/{conds['R']['n']}; best F ({best}) "
-           f"{fs[best]['successes']}/{fs[best]['n']}")
-    test = f"McNemar {best} vs R (b {mc.get('b')} / c {mc.get('c')}): p {_p(mc.get('pvalue'))}"
-    if "F0" in conds:  # the repair wrapper without feedback text
-        f0 = conds["F0"]
-        run += f"; F0 {f0['successes']}/{f0['n']}"
-        vs_f0 = (fs[best].get("mcnemar_vs_F0") or fs[best].get("mcnemar_vs_f0") or {})
-        if vs_f0:
-            test += f"; {best} vs F0: p {_p(vs_f0.get('pvalue'))}"
-    ok = conds["R"]["successes"] >= fs[best]["successes"]
-    return [claim, seed, run, test, _verdict(mc.get("pvalue"), ok)]
-
-
-def _claim_self_distill(ctx: Context) -> list[str]:
-    claim = "S0: self-distillation on successful resamples (SD-R) raises pass@1 over SFT"
-    seed = "pass@1 0.086 → 0.168"
-    r, why = _pair(ctx, "distill_R", ctx.ref, 1)
-    if r is None:
-        return [claim, seed, NA, NA, f"not testable: {why}"]
-    run = f"pass@1 {r['pass_b']:.3f} → {r['pass_a']:.3f}, diff {_diff_cell(r)}"
-    return [claim, seed, run, f"paired permutation, all samples: p {_p(r['pass_diff_pvalue'])}",
-            _verdict(r["pass_diff_pvalue"], r["pass_diff"] > 0)]
-
-
-_COUNT_KEYS = (("zero_std_groups", "groups"), ("zero_std_groups_total", "groups_total"),
-               ("n_zero_std_groups", "n_groups"))
-
-
-def _zero_std_counts(m: dict | None) -> tuple[int, int] | None:
-    for zk, nk in _COUNT_KEYS:
-        if isinstance(m, dict) and isinstance(m.get(zk), int) and isinstance(m.get(nk), int):
-            return m[zk], m[nk]
-    return None
-
-
-def _claim_shaped(ctx: Context) -> list[str]:
-    claim = "S1: the shaped reward lowers the zero-std group fraction vs binary (RLOO)"
-    seed = "binary flatlines; dense reward restores learning (~0.73 3-number rollout acc.)"
-    binary, shaped = ctx.data.get("rloo.json"), ctx.data.get("rloo_shaped.json")
-    cb, cs = _zero_std_counts(binary), _zero_std_counts(shaped)
-    if cb is None or cs is None:
-        which = "rloo_shaped.json" if shaped is None else "zero-std group counts"
-        return [claim, seed, NA, NA, f"not testable: no {which} (stage `rloo_shaped`)"]
-    from statsmodels.stats.proportion import proportions_ztest
-
-    _, p = proportions_ztest([cs[0], cb[0]], [cs[1], cb[1]])
-    run = (f"zero-std groups over all steps: shaped {cs[0]}/{cs[1]} ({cs[0] / cs[1]:.1%}) vs "
-           f"binary {cb[0]}/{cb[1]} ({cb[0] / cb[1]:.1%})")
-    return [claim, seed, run, f"two-proportion z-test: p {_p(float(p))}",
-            _verdict(float(p), cs[0] / cs[1] < cb[0] / cb[1])]
-
-
-def _claim_ipo(ctx: Context) -> list[str]:
-    claim = "S1: IPO pair source matters: verified teacher pairs beat scripted (solver) pairs"
-    seed = "avg pass@k easyneg 0.62 ≈ hardneg 0.61 > scripted 0.46"
-    avgs = {}
-    for src in IPO_SOURCES:
-        vals = [v for k in ctx.ks if (v := ctx.ev(f"ipo_{src}", "test", f"pass@{k}")) is not None]
-        if vals:
-            avgs[src] = float(np.mean(vals))
-    if not avgs:
-        return [claim, seed, NA, NA, "not testable: no IPO policy evaluated"]
-    run = "avg pass@k " + " > ".join(f"{s} {v:.3f}" for s, v in
-                                      sorted(avgs.items(), key=lambda kv: -kv[1]))
-    for a in ("ipo_easyneg", "ipo_hardneg"):
-        for a_, b_, sign in ((a, "ipo_scripted", 1), ("ipo_scripted", a, -1)):
-            r, _ = _pair(ctx, a_, b_, 1)
-            if r is not None:
-                return [claim, seed, run, (f"{a} vs ipo_scripted, paired permutation: "
-                                           f"p {_p(r['pass_diff_pvalue'])}"),
-                        _verdict(r["pass_diff_pvalue"], sign * r["pass_diff"] > 0)]
-    vs_ref = ", ".join(f"{s} {_pvalue(ctx, f'ipo_{s}', 1)}" for s in avgs)
-    return [claim, seed, run, f"only each source vs {ctx.ref} (p: {vs_ref})",
-            "not testable: no source-vs-source pair in `compare.pairs`"]
-
-
-def _claim_rloo(ctx: Context) -> list[str]:
-    claim = "S4: RLOO raises pass@1 but not pass@16 (sharpening)"
-    seed = "pass@1 0.354 → 0.598; pass@16 0.800 → 0.740"
-    r1, why1 = _pair(ctx, "rloo", ctx.ref, 1)
-    rk, whyk = _pair(ctx, "rloo", ctx.ref, ctx.kmax)
-    if r1 is None or rk is None:
-        return [claim, seed, NA, NA, f"not testable: {why1 or whyk}"]
-    run = (f"pass@1 {r1['pass_b']:.3f} → {r1['pass_a']:.3f} ({_diff_cell(r1)}); "
-           f"pass@{ctx.kmax} {rk['pass_b']:.3f} → {rk['pass_a']:.3f} ({_diff_cell(rk)})")
-    test = (f"paired permutation, all samples: k=1 p {_p(r1['pass_diff_pvalue'])}, "
-            f"k={ctx.kmax} p {_p(rk['pass_diff_pvalue'])}")
-    up1 = r1["pass_diff_pvalue"] < ALPHA and r1["pass_diff"] > 0
-    upk = rk["pass_diff_pvalue"] < ALPHA and rk["pass_diff"] > 0
-    if r1["pass_diff_pvalue"] >= ALPHA:
-        verdict = "not significant (pass@1)"
-    else:
-        verdict = "reproduced" if up1 and not upk else "contradicted"
-    return [claim, seed, run, test, verdict]
-
-
-def _claim_opd_ac(ctx: Context) -> list[str]:
-    claim = f"S4: anti-collapse OPD keeps pass@{ctx.kmax} above plain OPD"
-    seed = "pass@16 0.840 vs 0.780"
-    r, why = _pair(ctx, "opd_ac", "opd", ctx.kmax)
-    if r is None:
-        return [claim, seed, NA, NA, f"not testable: {why}"]
-    run = f"pass@{ctx.kmax} {r['pass_a']:.3f} vs {r['pass_b']:.3f}, diff {_diff_cell(r)}"
-    return [claim, seed, run, f"paired permutation, all samples: p {_p(r['pass_diff_pvalue'])}",
-            _verdict(r["pass_diff_pvalue"], r["pass_diff"] > 0)]
-
-
-def _claim_int(ctx: Context) -> list[str]:
-    claim = "S3: interventions then RL beat plain RL on previously unsolved problems"
-    seed = "InT + RL > RL on D_hard (S3 Table 2, Fig. 8)"
-    m = ctx.data.get("int.json")
-    plain = _get(m, "heldout_pass_at_k", "plain_rl")
-    if m is None or not isinstance(plain, dict):
-        return [claim, seed, NA, NA, "not testable: int.json has no plain-RL arm"]
-    k = m.get("k", "K")
-    a, b = _get(m, "heldout_pass_at_k", "int", "pass@k"), plain.get("pass@k")
-    ta, tb = (_get(m, "pass_at_k", n, "pass@k") for n in ("int", "plain_rl"))
-    run = (f"pass@{k} held-out ({_f(m.get('unsolved_heldout'))} problems): int {_f(a)} vs "
-           f"plain RL {_f(b)}; trained-on: {_f(ta)} vs {_f(tb)}")
-    p = _get(m, "heldout_mcnemar", "int_vs_plain_rl", "pvalue")
-    return [claim, seed, run, f"McNemar on the held-out set: p {_p(p)}",
-            _verdict(p, a is not None and b is not None and a > b)]
-
-
-CLAIMS = (_claim_zero_informative, _claim_feedback, _claim_self_distill, _claim_shaped,
-          _claim_ipo, _claim_rloo, _claim_opd_ac, _claim_int)
-
-
 def seed_claims_table(ctx: Context) -> list[str]:
-    """#15.3: one row per headline claim of the seeds, with this run's number, the test
-    and a verdict; a claim whose inputs are absent says why it is not testable."""
-    rows = [claim(ctx) for claim in CLAIMS]
+    """One row per headline claim of the seeds: the pooled (replicate-unit) verdict first,
+    each replicate's own number and one-draw verdict beside it (claims.py states the rules)."""
+    from . import claims
+
+    rows = [[c.claim + (f" ({c.note})" if c.note else ""), c.seed, c.run, c.per_replicate,
+             c.test, c.rule, _p(c.pvalue), _p(c.adjusted), f"**{c.verdict()}**"]
+            for c in claims.evaluate(ctx.inp)]
+    n = len(ctx.inp.replicates)
     return ["## Seed claims vs this run", "",
-            (f"Verdicts at alpha {ALPHA}: reproduced = significant in the seed's direction, "
-             "contradicted = significant the other way (or, for a rate, different from the "
-             "seed's), not significant = the test cannot tell at this size. Paired tests use "
-             "every sample (sign-flip permutation on per-problem pass@k); the seeds ran "
-             "0.5B-7B models on 50-500 problems, this run a ~1M-parameter student on the "
-             "test split below."), "",
-            *_table(["claim", "seed", "this run", "test", "verdict"], rows)]
+            (f"{n} replicate(s) ({', '.join(ctx.inp.replicates) or 'none'}): every compared "
+             "policy trained and evaluated once per training seed; the unit of every verdict "
+             "is the replicate. Rules: *effect* = reproduced / contradicted only when the "
+             "t-test across replicates of the per-replicate paired effect is significant "
+             f"(alpha {claims.ALPHA}) after Holm's correction over the {len(claims.CLAIMS)} "
+             "claims, in / against the seed's direction, else inconclusive; *no change* = "
+             f"reproduced only when the interval also excludes a rise above {claims.MARGIN} "
+             "(one-sided equivalence), never from a non-significant test; *rate* = this run's "
+             "rate against the seed's with both sampling errors, contradicted only when they "
+             "differ. Why a t-test across replicates: it holds its size when training draws "
+             "differ, which a test over the problems of one draw does not (the per-replicate "
+             "column: + / − = that draw alone is significant for / against the seed, ns = "
+             "not; read it as what a one-draw report would have said). With few replicates "
+             "only effects large against the between-draw spread are significant. The seeds "
+             "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
+            *_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
+                     "test", "rule", "p", "p (Holm)", "verdict"], rows)]
+
+
+NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
 
 
 def caveats_section(ctx: Context) -> list[str]:
@@ -811,13 +585,15 @@ def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures
 def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str | Path,
                   fig_dir: str | Path, configured=(), ipo_sources=IPO_SOURCES,
                   distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
-                  best_of_n_policy: str | None = None, dpi: int = 100) -> Inputs:
+                  best_of_n_policy: str | None = None, dpi: int = 100,
+                  replicates=None) -> Inputs:
     """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
 
-    configured: the policy names of `evaluate.policies`; ipo_sources / distill: the IPO pair
-    sources and distill conditions this run trains (`ipo.sources`, `distill.conditions`).
+    configured: every policy name of `evaluate`; ipo_sources / distill: the IPO pair sources
+    and distill conditions this run trains (`ipo.sources`, `distill.conditions`); replicates:
+    `replicates.seeds` (None: the replicates found on disk).
     """
-    inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill)
+    inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill, replicates)
     if require_all and inp.missing:
         raise MissingInputs(inp.missing)
     figures = write_figures(inp, fig_dir, dpi)

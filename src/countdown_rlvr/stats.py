@@ -6,7 +6,7 @@ on per-problem solved/unsolved (one sample each), a paired sign-flip permutation
 per-problem rates estimated from every sample, and a percentile bootstrap over problems for
 confidence intervals. These leave out the training draw. Across replicates, the unit is the
 replicate: a t-test and t interval on per-replicate effects (`replicate_t_test`), an
-equivalence test for claims of no change (`equivalence_test`), a rate against another study's
+one-sided equivalence test for claims that something does not rise (`below_margin_test`), a rate against another study's
 estimate with both sampling errors (`rate_vs_reference`), and Holm's correction for a family
 of claims (`holm`).
 """
@@ -187,12 +187,11 @@ def replicate_t_test(effects: Sequence[float], alpha: float = 0.05) -> Replicate
     return ReplicateTest(int(x.size), mean, sd, float(lo), float(hi), float(res.pvalue))
 
 
-def equivalence_test(effects: Sequence[float], margin: float) -> float | None:
-    """TOST p-value that the mean per-replicate effect lies within (-margin, +margin).
-
-    A claim of *no change* is supported only when this is small: "not significantly
-    different" is not evidence of no difference (it is what any underpowered test gives).
-    The p is the larger of the two one-sided t-tests' (df = R - 1); None with one replicate.
+def below_margin_test(effects: Sequence[float], margin: float) -> float | None:
+    """One-sided t-test p that the mean per-replicate effect is below +margin (df = R - 1):
+    the upper half of an equivalence test (TOST). A claim that something does NOT rise is
+    supported only when this is small: "not significantly higher" is not evidence of "not
+    higher" (it is what any underpowered test gives). None with one replicate.
     """
     if margin <= 0:
         raise ValueError(f"margin must be > 0, got {margin}")
@@ -200,10 +199,8 @@ def equivalence_test(effects: Sequence[float], margin: float) -> float | None:
     if x.size < 2:
         return None
     if x.std(ddof=1) == 0:
-        return 0.0 if abs(x.mean()) < margin else 1.0
-    lower = ttest_1samp(x, -margin, alternative="greater").pvalue
-    upper = ttest_1samp(x, margin, alternative="less").pvalue
-    return float(max(lower, upper))
+        return 0.0 if x.mean() < margin else 1.0
+    return float(ttest_1samp(x, margin, alternative="less").pvalue)
 
 
 def rate_vs_reference(rates: Sequence[float], n_per_replicate: int, ref_rate: float,
