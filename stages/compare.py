@@ -1,42 +1,61 @@
-"""Stage `compare`: pass@k bootstrap intervals for every evaluated policy, and McNemar tests
-on paired per-problem outcomes for each pair in `compare.pairs`."""
+"""Stage `compare`: every policy's pass@k and every pair of `compare.pairs`, per replicate
+(paired over problems, as one draw allows) and pooled over replicates (the replicate as the
+unit). Writes reports/details/compare.json, reports/compare.md, reports/metrics/compare.json
+(each pair's pooled effect and p) and reports/metrics/eval/<policy>.json (each policy's
+pass@k over replicates: the same keys for every policy, one row each in `dvc metrics show`).
+"""
 
 from pathlib import Path
 
 from countdown_rlvr import headline, io
-from countdown_rlvr.compare import compare_markdown, compare_policies
-from countdown_rlvr.config import Compare, Evaluate, from_section
+from countdown_rlvr.compare import SHARED, compare_replicates, replicates_markdown
+from countdown_rlvr.config import Compare, Evaluate, Replicates, from_section
 from countdown_rlvr.metrics import read_records
+from countdown_rlvr.replicates import tag
+
+EVAL_HEADLINES = Path(io.METRICS) / "eval"
+
+
+def runs_of(ev: Evaluate, seeds: list[int]) -> dict[str, list[str]]:
+    """policy -> the run tags its evaluate stages write (shared, every seed, the first one)."""
+    return {**{p: [SHARED] for p in ev.shared},
+            **{p: [tag(s) for s in seeds] for p in ev.policies},
+            **{p: [tag(seeds[0])] for p in ev.first_replicate_only}}
 
 
 def main() -> None:
     params = io.load_params()
     cfg = from_section(Compare, "compare", params, "compare")  # fails before any work
-    policies = from_section(Evaluate, "compare", params, "evaluate").policies
+    ev = from_section(Evaluate, "compare", params, "evaluate")
+    seeds = from_section(Replicates, "compare", params, "replicates").seeds
     pairs = cfg.pairs or []
     for pair in pairs:  # each an [a, b] pair of names (config.RULES)
-        unknown = [x for x in pair if x not in policies]
-        if unknown:
-            raise io.StageError("compare", f"`compare.pairs` names {unknown}, not in "
-                                f"`evaluate.policies` {sorted(policies)}; add them there or fix "
-                                "the pair")
-    paths = {name: Path(f"data/eval/{name}/records.parquet") for name in policies}
-    missing = [name for name, path in paths.items() if not path.exists()]
-    if missing:
-        raise io.StageError("compare", f"no records for {missing}; run "
-                            + ", ".join(f"`dvc repro evaluate@{m}`" for m in missing))
-    records = {name: read_records(path) for name, path in paths.items()}
+        if unknown := [x for x in pair if x not in ev.all()]:
+            raise io.StageError("compare", f"`compare.pairs` names {unknown}, not in `evaluate` "
+                                f"{ev.all()}; add them there or fix the pair")
+    paths = {p: {t: Path(f"data/eval/{p}/{t}.parquet") for t in tags}
+             for p, tags in runs_of(ev, seeds).items()}
+    if missing := sorted(str(f) for runs in paths.values() for f in runs.values()
+                         if not f.exists()):
+        raise io.StageError("compare", f"no records {missing[:4]}{' ...' if len(missing) > 4 else ''}"
+                            "; run `dvc repro compare`, which runs the evaluate stages first")
+    records = {p: {t: read_records(f) for t, f in runs.items()} for p, runs in paths.items()}
     try:
-        report = compare_policies(records, pairs, cfg.ks, seed=cfg.seed, splits=cfg.splits,
-                                  exact=cfg.exact, n_boot=cfg.n_boot, alpha=float(cfg.alpha),
-                                  boot_seed=cfg.boot_seed)
+        report = compare_replicates(records, pairs, cfg.ks, seed=cfg.seed, splits=cfg.splits,
+                                    exact=cfg.exact, n_boot=cfg.n_boot, alpha=float(cfg.alpha),
+                                    boot_seed=cfg.boot_seed)
     except ValueError as exc:
         raise io.StageError("compare", f"{exc} (check `compare:` in params.yaml)") from exc
     io.write_metrics("compare", report, headline.comparison)
-    io.write_text("reports/compare.md", compare_markdown(report))
-    print(f"[compare] {len(records)} policies, {len(pairs)} pairs: "
-          "wrote reports/details/compare.json, reports/metrics/compare.json (headline) and "
-          "reports/compare.md")
+    io.write_text("reports/compare.md", replicates_markdown(report))
+    with io.atomic_path(EVAL_HEADLINES) as tmp:  # the whole directory: no stale policy file
+        tmp.mkdir(parents=True)
+        for name, pooled in report["policies"].items():
+            if pooled:
+                io.write_json(tmp / f"{name}.json", headline.policy(pooled))
+    print(f"[compare] {len(records)} policies over {len(report['settings']['replicates'])} "
+          f"replicate(s), {len(pairs)} pairs: wrote reports/details/compare.json, "
+          f"reports/metrics/compare.json, {EVAL_HEADLINES}/<policy>.json and reports/compare.md")
 
 
 if __name__ == "__main__":

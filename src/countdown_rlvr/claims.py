@@ -193,8 +193,8 @@ def shaped(inp: Inputs) -> Claim:
 def ipo_sources(inp: Inputs) -> Claim:
     c = Claim("S1: verified teacher pairs (easyneg) beat scripted pairs for IPO, average "
               "pass@k over k", "avg pass@k easyneg 0.62 ≈ hardneg 0.61 > scripted 0.46", EFFECT)
-    ks = [int(k[1:]) for k in get(inp.compare, "pairs", "ipo_easyneg_vs_ipo_scripted", "test",
-                                  default={})]
+    ks = sorted(int(k[1:]) for k in get(inp.compare, "pairs", "ipo_easyneg_vs_ipo_scripted",
+                                         "test", default={}))
     per_k = {k: _pair_rows(inp, "ipo_easyneg", "ipo_scripted", k)[0] for k in ks}
     if not ks or any(v is None for v in per_k.values()):
         c.why_not = _pair_rows(inp, "ipo_easyneg", "ipo_scripted", 1)[1] or "no k"

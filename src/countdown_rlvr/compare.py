@@ -237,11 +237,18 @@ def compare_replicates(records: dict[str, dict[str, pd.DataFrame]],
     one draw leave out. A policy's pooled pass@k is the mean, SD and t interval of its
     per-replicate values. Pairs of two shared policies have one draw, nothing to pool.
     """
+    for pair in pairs:
+        if len(pair) != 2 or any(p not in records for p in pair):
+            raise ValueError(f"pair {list(pair)} must name two of the evaluated policies "
+                             f"{sorted(records)}")
     tags = replicate_runs(records) or [SHARED]
-    per_run = {tag: compare_policies(records_of_run(records, tag), pairs, ks, seed, splits,
-                                     exact, n_boot, alpha, boot_seed) for tag in tags}
+    per_run = {}
+    for tag in tags:  # a secondary policy has the first replicate only: its pairs too
+        run = records_of_run(records, tag)
+        per_run[tag] = compare_policies(run, [p for p in pairs if all(x in run for x in p)],
+                                        ks, seed, splits, exact, n_boot, alpha, boot_seed)
     out: dict[str, Any] = {"settings": {**next(iter(per_run.values()))["settings"],
-                                        "replicates": tags},
+                                        "pairs": [list(p) for p in pairs], "replicates": tags},
                            "replicates": per_run, "policies": {}, "pairs": {}, "skipped": {}}
     for name, runs in records.items():
         out["policies"][name] = _pooled_policy(per_run, name, splits, ks, alpha,

@@ -507,6 +507,25 @@ def seed_claims_table(ctx: Context) -> list[str]:
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
 
 
+def _teacher_caveat(ctx: Context) -> list[str]:
+    """What the teacher is (its size from its own training details, not an assumption) and
+    its margin over the student, which OPD and the teacher pair sources rely on."""
+    teacher, student = ctx.data.get("teacher.json") or {}, ctx.data.get("sft.json") or {}
+    t1, s1 = _pooled(ctx, "teacher", 1), _pooled(ctx, "sft", 1)
+    if not teacher.get("n_params") or t1 is None or s1 is None:
+        return []
+    same = teacher.get("n_params") == student.get("n_params")
+    margin = t1["mean"] - s1["mean"]
+    return [f"- **The teacher** has {teacher['n_params']:,} parameters"
+            + (" (the student's architecture, trained longer from the same base)" if same
+               else f" (the student: {student.get('n_params', 0):,})")
+            + f"; its test pass@1 is {t1['mean']:.3f} against the student's {s1['mean']:.3f} "
+            f"(mean over replicates), a margin of {margin:+.3f}. OPD distils toward it and "
+            "the easyneg / hardneg pairs take its samples as chosen answers, so both rest on "
+            "that margin" + (": with a teacher no better than the student they test little."
+                             if margin <= 0 else ".")]
+
+
 def caveats_section(ctx: Context) -> list[str]:
     """#17.8: where this run's design departs from the seeds, and what that does."""
     lines = ["## Design differences from the seeds", ""]
@@ -531,11 +550,11 @@ def caveats_section(ctx: Context) -> list[str]:
             "itself mean more signal toward correct answers.")
     opd = ctx.data.get("opd.json") or {}
     if opd.get("groups") and rloo.get("groups"):
-        lines.append(f"- **OPD arms are underpowered**: `opd` and `opd_ac` train on "
-                     f"{opd['groups']} prompt groups each against RLOO's {rloo['groups']} (S4 "
-                     "gives them comparable budgets), and the teacher is a ~3M model, not a "
-                     "much stronger one; read their rows as a smoke-level check of the "
-                     "method, not as S4's comparison.")
+        lines.append(f"- **OPD's budget**: `opd` and `opd_ac` both start from the SFT policy "
+                     f"and train on {opd['groups']} prompt groups each, against RLOO's "
+                     f"{rloo['groups']} (S4 gives them comparable budgets); where that is far "
+                     "less, read their rows as a check of the method, not as S4's comparison.")
+    lines += _teacher_caveat(ctx)
     strategies = sorted(_get(ctx.data.get("teacher_traces.json"), "yield_by_strategy")
                          or {})
     if strategies:
