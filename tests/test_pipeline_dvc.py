@@ -1,10 +1,12 @@
 """End to end, smoke-sized: the DVC views a researcher uses, from a fresh clone.
 
-One full `dvc repro` is committed on `main`; a `shaped` branch re-runs RLOO with
-`-S rloo.reward=shaped`. A git clone without the data cache must then show the branch diff
-(`dvc metrics diff`, `dvc plots diff`), every plot, a short `dvc metrics show` with no wall
-times, and a `dvc exp show` that fits 200 columns with the README's recipe. Experiments
-queue and run with `dvc queue start`, and a local-directory remote round-trips the models.
+One full `dvc repro` (two replicates) is committed on `main`; a `shaped` branch re-runs RLOO
+with `-S rloo.reward=shaped`. A git clone without the data cache must then show the branch
+diff (`dvc metrics diff`, `dvc plots diff`, and `python -m countdown_rlvr.branch_diff` with
+its replicate-unit intervals), every plot, a short `dvc metrics show` with no wall times and
+one row per policy for reports/metrics/eval, and a `dvc exp show` that fits 200 columns with
+the README's recipe. Experiments queue and run with `dvc queue start`, and a local-directory
+remote round-trips the models.
 """
 
 import json
@@ -12,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -49,6 +52,7 @@ def readme_exp_show() -> list[str]:
 def committed_run(tmp_path_factory) -> Pipeline:
     """The whole smoke pipeline, run once and committed on branch `main`."""
     pipe = make_pipeline(tmp_path_factory.mktemp("run") / "repo")
+    pipe.set_params({"replicates": {"seeds": [0, 1]}})  # the pooled views need two draws
     pipe.run("git", "branch", "-M", "main")
     pipe.repro()
     commit(pipe, "default run")
@@ -65,7 +69,7 @@ def test_branch_diff_plots_and_metrics_in_a_clone_without_the_cache(committed_ru
     assert pipe.run("dvc", "status").stdout.strip().startswith("Data and pipelines are up to date")
     pipe.run("git", "checkout", "-qb", "shaped")
     exp = pipe.run("dvc", "exp", "run", "-S", "rloo.reward=shaped")
-    assert "rloo" in ran(exp) and "sft" not in ran(exp)
+    assert {"rloo@rloo-0", "rloo@rloo-1"} <= ran(exp) and not {"sft@0", "sft@1"} & ran(exp)
     commit(pipe, "rloo: shaped reward")
 
     clone = Pipeline(tmp_path / "clone")
@@ -77,24 +81,39 @@ def test_branch_diff_plots_and_metrics_in_a_clone_without_the_cache(committed_ru
     # (at smoke size both rewards may train to the same numbers: --all lists unchanged rows)
     every = json.loads(clone.run("dvc", "metrics", "diff", "main", "shaped", "--all",
                                  "--json").stdout)
-    assert {"rloo.reward_mean_final", "rloo.zero_std_frac_final"} <= set(
-        every["reports/metrics/rloo.json"])
-    assert {"rloo.pass@1", "rloo.pass@1_n3"} <= set(every["reports/metrics/eval/rloo.json"])
+    for r in (0, 1):
+        assert {"reward_mean_final", "zero_std_frac_final"} <= set(
+            every[f"reports/metrics/rloo/r{r}.json"])
+    assert {"pass@1", "pass@1_sd", "replicates"} <= set(every["reports/metrics/eval/rloo.json"])
     assert all(path.startswith("reports/metrics/") for path in every)  # no wall time
     changed = json.loads(clone.run("dvc", "metrics", "diff", "main", "shaped", "--json").stdout)
     upstream = {"problems", "traces", "teacher", "teacher_traces", "dedup", "pairs", "base",
-                "sft", "eval/sft", "eval/base", "diagnose", "repair", "opd", "opd_ac"}
+                "sft/r0", "sft/r1", "eval/sft", "eval/base", "diagnose/r0", "repair/r1",
+                "opd/r0", "opd_ac/r1"}
     assert not {f"reports/metrics/{u}.json" for u in upstream} & set(changed)
     text = clone.run("dvc", "metrics", "diff", "main", "shaped", "--all").stdout
-    assert "rloo.pass@1" in text and "seconds" not in text and "timings" not in text
+    assert "reports/metrics/eval/rloo.json" in text and "seconds" not in text
+    assert "timings" not in text
     params = json.loads(clone.run("dvc", "params", "diff", "main", "shaped", "--json").stdout)
     assert params["params.yaml"] == {"rloo.reward": {"old": "binary", "new": "shaped"}}
 
-    # metrics show: headline numbers only
+    # metrics show: headline numbers only; every policy's file has the same keys, so the
+    # eval directory is one row per policy and a handful of columns
     shown = json.loads(clone.run("dvc", "metrics", "show", "--json").stdout)
     files = next(iter(shown.values()))["data"]
     assert files and all(p.startswith("reports/metrics/") for p in files)
     assert sum(count_values(f["data"]) for f in files.values()) <= 600
+    table = clone.run("dvc", "metrics", "show", "reports/metrics/eval").stdout.splitlines()
+    header = table[0].split()
+    assert header[0] == "Path" and len(header) <= 12
+    assert sum(line.startswith("reports/metrics/eval/") for line in table) == len(table) - 1
+    assert any(line.startswith("reports/metrics/eval/rloo.json") for line in table)
+
+    # the noise-aware branch comparison, from git alone
+    out = clone.run(sys.executable, "-m", "countdown_rlvr.branch_diff", "main", "shaped").stdout
+    rloo = [line for line in out.splitlines() if line.startswith("| rloo | pass@1 |")]
+    assert rloo and "(n=2)" in rloo[0]
+    assert any(w in rloo[0] for w in ("differs", "no detectable difference"))
 
     # plots: every declared plot loads from git alone, in both revisions
     for args, revisions in ((("show",), {"workspace"}), (("diff", "main", "shaped"),
@@ -117,12 +136,12 @@ def test_branch_diff_plots_and_metrics_in_a_clone_without_the_cache(committed_ru
     proc = clone.run("env", "COLUMNS=200", *readme_exp_show(), "--no-pager")
     lines = proc.stdout.splitlines()
     assert lines and max(len(ln) for ln in lines) <= 200
-    assert "rloo.pass@1" in proc.stdout and "rloo.reward" in proc.stdout
+    assert "reports/metrics/eval/rloo.json:pass@1" in proc.stdout and "rloo.reward" in proc.stdout
 
 
 def test_queued_experiments_and_a_local_remote(committed_run, tmp_path):
     pipe = copy_of(committed_run, tmp_path / "repo")
-    pipe.run("dvc", "exp", "run", "--queue", "-S", "rloo.reward=shaped,format", "rloo")
+    pipe.run("dvc", "exp", "run", "--queue", "-S", "rloo.reward=shaped,format", "rloo@rloo-0")
     pipe.run("dvc", "queue", "start", "-j", "1")
     deadline = time.time() + 600
     while time.time() < deadline:
@@ -137,7 +156,7 @@ def test_queued_experiments_and_a_local_remote(committed_run, tmp_path):
               for e in exps}
     assert params == {"shaped", "format"}
     for e in exps:
-        rloo = e["revs"][0]["data"]["metrics"]["reports/metrics/rloo.json"]["data"]["rloo"]
+        rloo = e["revs"][0]["data"]["metrics"]["reports/metrics/rloo/r0.json"]["data"]
         assert 0 <= rloo["reward_mean_final"] <= 1
 
     # a local-directory remote: push the models, pull them into a clone without a cache
@@ -148,7 +167,7 @@ def test_queued_experiments_and_a_local_remote(committed_run, tmp_path):
     clone = Pipeline(tmp_path / "clone")
     pipe.run("git", "clone", "-q", str(pipe.path), str(clone.path))
     clone.run("dvc", "pull")
-    for rel in ("data/models/rloo/config.json", "data/models/sft/model.safetensors"):
+    for rel in ("data/models/rloo/r0/config.json", "data/models/sft/r1/model.safetensors"):
         assert clone.read(rel) == pipe.read(rel)
     status = clone.run("dvc", "status").stdout  # every output back, nothing to re-run
     assert status.strip().startswith("Data and pipelines are up to date"), status
