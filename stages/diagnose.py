@@ -1,50 +1,49 @@
-"""Stage `diagnose` (S0 §3.2, §5.1): K samples per test prompt from the SFT policy with the
-fixed evaluation sampler; how often would group-relative binary RLVR see no signal?
+"""Stage `diagnose@<seed>` (S0 §3.2, §5.1): how often would group-relative binary RLVR see no
+signal from the SFT policy? Reads replicate <seed>'s own evaluation records of the SFT policy
+(data/eval/sft/r<seed>.parquet: the fixed sampler, the test split) and cuts each prompt's
+samples into groups of K = `diagnose.k`, the same groups as S0 Table 3's SFT row, so the
+report has one all-fail number per policy and K. Samples nothing itself.
 
-    python stages/diagnose.py <seed>   # replicate seed: the SFT policy data/models/sft/r<seed>
+    python stages/diagnose.py <seed>
 
-Writes data/diagnose/r<seed>/records.parquet (every sample, evaluation schema),
-data/diagnose/r<seed>/failed.jsonl (the failed attempts: the input of `repair@<seed>`),
-reports/{details,metrics,timings}/diagnose/r<seed>.json.
+Writes data/diagnose/r<seed>/failed.jsonl (the failed attempts: the input of `repair@<seed>`)
+and reports/{details,metrics,timings}/diagnose/r<seed>.json.
 """
 
 import sys
 import time
 
 from countdown_rlvr import headline, io
-from countdown_rlvr.config import Diagnose, eval_sampler, prompt_style
-from countdown_rlvr.evaluate import evaluate_policy
-from countdown_rlvr.metrics import write_records
-from countdown_rlvr.model import load_replicate_stage, policy_ref
-from countdown_rlvr.replicates import model_dir, run_name, tag
+from countdown_rlvr.config import Diagnose, Evaluate, from_section
+from countdown_rlvr.metrics import read_records
+from countdown_rlvr.replicates import parse_replicate, run_name, tag
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
-
-TEST = "data/problems/test.jsonl"
 
 
 def main(argv: list[str]) -> None:
-    params, cfg, r = load_replicate_stage("diagnose", Diagnose, argv[0] if argv else None)
-    policy, name = model_dir("sft", r), run_name("diagnose", r)
-    records_file, failed_file = (f"data/diagnose/{tag(r)}/{f}" for f in ("records.parquet", "failed.jsonl"))
-    sampler = eval_sampler("diagnose", params)
-    style = prompt_style("diagnose", params)
-    io.require_inputs("diagnose", policy, TEST)
-    problems = io.read_jsonl(TEST)
+    params = io.load_params()
+    cfg = from_section(Diagnose, "diagnose", params, "diagnose")  # fails before any work
+    ev = from_section(Evaluate, "diagnose", params, "evaluate")
+    r = parse_replicate("diagnose", argv[0] if argv else None, params)
+    if cfg.k > ev.n:
+        raise io.StageError("diagnose", f"diagnose.k ({cfg.k}) exceeds evaluate.n ({ev.n}), the "
+                            "samples per prompt it groups; lower diagnose.k or raise evaluate.n")
+    name, records_file = run_name("diagnose", r), f"data/eval/sft/{tag(r)}.parquet"
+    failed_file = f"data/diagnose/{tag(r)}/failed.jsonl"
+    io.require_inputs("diagnose", records_file)
     t0 = time.time()
-    print(f"[diagnose] {len(problems)} test problems x {cfg.k} samples from {policy}", flush=True)
-    records = evaluate_policy(policy_ref(policy), problems, cfg.k, sampler, [cfg.seed], style,
-                              reward=cfg.reward, backend=sampler["backend"],
-                              batch_size=cfg.batch_size)
+    records = read_records(records_file)
+    records = records[(records["split"] == "test") & (records["seed"] == ev.seeds[0])]
     metrics = diagnosis(records, cfg.k)
     failed = failed_attempts(records)
-    write_records(records, records_file)
     io.write_jsonl(failed_file, failed)
     io.write_metrics(name, {**metrics, "replicate": r}, headline.diagnose)
     io.write_timing(name, {"seconds": round(time.time() - t0, 2)})
-    print(f"[diagnose] pass@1 {metrics['pass@1']:.3f}, pass@{cfg.k} {metrics['pass@k']:.3f}, "
-          f"all-fail {metrics['all_fail']:.3f}, zero-informative {metrics['zero_informative']:.3f}, "
+    print(f"[diagnose] {metrics['n_groups']} groups of {cfg.k} from {records_file}: pass@1 "
+          f"{metrics['pass@1']:.3f}, pass@{cfg.k} {metrics['pass@k']:.3f}, all-fail "
+          f"{metrics['all_fail']:.3f}, zero-informative {metrics['zero_informative']:.3f}, "
           f"reward contrast {metrics['reward_contrast']:.3f}; {len(failed)} failed attempts")
-    print(f"[diagnose] wrote {records_file}, {failed_file}, reports/metrics/{name}.json")
+    print(f"[diagnose] wrote {failed_file}, reports/metrics/{name}.json")
 
 
 if __name__ == "__main__":

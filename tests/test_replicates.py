@@ -53,7 +53,7 @@ def test_replicate_zero_is_the_params_as_written_and_others_never_collide(seed, 
 
 @pytest.mark.parametrize("cls,path,inherit", [
     ("SFT", "sft", None), ("IPO", "ipo", None), ("RL", "rloo", None),
-    ("OPD", "opd_ac", "opd"), ("Diagnose", "diagnose", None), ("Repair", "repair", None),
+    ("OPD", "opd_ac", "opd"), ("Repair", "repair", None),
     ("Distill", "distill", None), ("Interventions", "int", None),
 ])
 def test_every_seed_of_a_section_moves_and_nothing_else(cls, path, inherit):

@@ -294,7 +294,7 @@ def test_every_condition_is_tested_against_f0_and_per_failure_type():
     assert table[W] == {"attempts": 2, "successes": {"F0": 1, "F3": 2, "F4": 2, "R": 0},
                         "success_rate": {"F0": 0.5, "F3": 1.0, "F4": 1.0, "R": 0.0}}
     assert table[P]["attempts"] == 2 and table[P]["successes"] == {"F0": 0, "F3": 1, "F4": 0, "R": 1}
-    head = headline.repair("repair", {"conditions": m})["repair"]
+    head = headline.repair("repair/r0", {"conditions": m})
     assert set(head["F3"]) == {"success_rate", "p_vs_resample", "p_vs_F0"}
     assert set(head["F0"]) == {"success_rate", "p_vs_resample"}
 

@@ -456,11 +456,8 @@ class Pairs:
 
 @dataclass(frozen=True)
 class Diagnose:
-    """`diagnose`: zero-signal diagnosis of the SFT policy."""
-    k: int  # samples per test prompt (the group size)
-    seed: int  # sampling seed
-    reward: str  # reward of the average score
-    batch_size: int  # sequences per generate call
+    """`diagnose`: zero-signal diagnosis of the SFT policy, from its evaluation samples."""
+    k: int  # the group size K: each prompt's evaluation samples cut into groups of K
 
     def __post_init__(self):
         if self.k < 2:

@@ -302,8 +302,8 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
 
         test / ood:  n_problems, n_groups, samples_per_group, pass@k (k in ks, k <= n),
                      mean_tokens, and n{m}: {n_problems, pass@k} per operand count m
-        diagnostics: zero_signal() on the test split (binary reward = correct, score = reward)
-                     over the groups of all n samples
+        diagnostics: zero_signal() on the test split over the groups of all n samples;
+                     avg_score is the format-aware score (`format_score`), as S0's
         diagnostics_by_k: {"k<k>": diagnostics_at_k()} for every k in ks with 2 <= k <= n:
                      pass@1, pass@k and the zero-signal rates of the same k-sample groups
                      (what a table at one K must show)
@@ -320,7 +320,7 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
            for split in SPLITS if (records["split"] == split).any()}
     test = records[records["split"] == "test"]
     correct = _wide(test).to_numpy(dtype=bool)
-    reward = _wide(test, "reward").to_numpy(dtype=float)
+    reward = _wide(test.assign(score=format_score(test)), "score").to_numpy(dtype=float)
     n = correct.shape[1]
     out["diagnostics"] = zero_signal(correct, reward)
     out["diagnostics_by_k"] = {f"k{k}": diagnostics_at_k(correct, reward, k)
@@ -328,6 +328,16 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
     out["failures"] = failure_counts(test["failure"])
     out["best_of_n"] = best_of_n(correct, [N for N in budgets if N <= n])
     return out
+
+
+def format_score(records: pd.DataFrame) -> np.ndarray:
+    """S0's average score per sample, whatever reward the records were scored with: 1 for a
+    correct answer, 0.1 for a wrong one inside answer tags, 0 with no answer (the format
+    reward, from the verifier's failure code). With the binary reward the average score
+    would only repeat pass@1."""
+    failure = records["failure"].to_numpy(dtype=object)
+    return np.where(records["correct"].to_numpy(dtype=bool), 1.0,
+                    np.where(failure == "FORMAT_MISSING", 0.0, 0.1))
 
 
 def solved_within(records: pd.DataFrame, k: int, seed: int = 0) -> pd.Series:

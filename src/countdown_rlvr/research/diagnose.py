@@ -1,8 +1,10 @@
 """Zero-signal diagnosis (S0 §3.2, §5.1): how often does binary RLVR see no contrast?
 
-The samples are ordinary evaluation records (`evaluate.evaluate_policy`, split `test`), so
-the numbers come from `metrics.summarize` like every policy's; this module only flattens them
-into S0's diagnostic row and pulls out the failed attempts that `repair` starts from.
+The samples are the SFT policy's own evaluation records (stage `evaluate@sft-<seed>`, split
+`test`), cut into groups of K, so the diagnosis and S0 Table 3's SFT row are one set of
+numbers from the same samples and the same K (`metrics.diagnostics_at_k`); this module only
+flattens them into S0's diagnostic row and pulls out the failed attempts that `repair` starts
+from.
 """
 
 from __future__ import annotations
@@ -18,24 +20,31 @@ FAILED_KEYS = ("attempt_id", "problem_id", "n_numbers", "numbers", "target", "sa
 
 
 def diagnosis(records: pd.DataFrame, k: int) -> dict[str, Any]:
-    """S0's diagnostic of K samples per prompt, from test-split records of one seed.
+    """S0's diagnostic at group size K, from test-split records of one sampling seed with
+    n >= K samples per prompt, cut into n // K groups of K (`metrics.diagnostics_at_k`: the
+    same groups as S0 Table 3's row of the policy, so all_fail = 1 - pass@K in both).
 
-    Keys: k, n_problems, n_samples, pass@1, pass@k, avg_score (mean reward of the records),
-    all_fail, all_correct, zero_informative, reward_contrast, failures {code: count} (failed
-    samples only), n_failed_attempts, and per operand count n{m}: {n_problems, pass@1, pass@k}.
+    Keys: k, n_problems, n_groups, n_samples, pass@1, pass@k, avg_score (S0's format-aware
+    score), all_fail, all_correct, zero_informative, reward_contrast, failures {code: count}
+    (failed samples only), n_failed_attempts, and per operand count n{m}: {n_problems,
+    pass@1, pass@k} (unbiased estimates from all n samples).
     """
     if records["seed"].nunique() != 1:
-        raise ValueError("diagnosis wants the K samples of one sampling seed per prompt")
+        raise ValueError("diagnosis wants the samples of one sampling seed per prompt")
+    if k < 2:
+        raise ValueError(f"k={k}: a group needs two samples for any contrast")
     summary = summarize(records, ks=sorted({1, k}), budgets=())
-    test, diag = summary["test"], summary["diagnostics"]
-    if test["samples_per_group"] != k:
-        raise ValueError(f"expected k={k} samples per prompt, found {test['samples_per_group']}")
+    test = summary["test"]
+    if test["samples_per_group"] < k:
+        raise ValueError(f"k={k} exceeds the {test['samples_per_group']} samples per prompt; "
+                         "lower diagnose.k or raise evaluate.n")
+    diag = summary["diagnostics_by_k"][f"k{k}"]
     failures = {code: n for code, n in summary["failures"].items() if code != "correct"}
     by_size = {key: {"n_problems": v["n_problems"], "pass@1": v["pass@1"], "pass@k": v[f"pass@{k}"]}
                for key, v in test.items() if key.startswith("n") and isinstance(v, dict)}
     return {
-        "k": k, "n_problems": test["n_problems"], "n_samples": len(records),
-        "pass@1": test["pass@1"], "pass@k": test[f"pass@{k}"],
+        "k": k, "n_problems": test["n_problems"], "n_groups": diag["n_groups"],
+        "n_samples": len(records), "pass@1": diag["pass@1"], "pass@k": diag["pass@k"],
         "avg_score": diag["avg_score"], "all_fail": diag["all_fail"],
         "all_correct": diag["all_correct"], "zero_informative": diag["zero_informative"],
         "reward_contrast": diag["reward_contrast"],
