@@ -223,3 +223,22 @@ def test_length_grouping_is_a_seeded_permutation_with_less_padding(lengths, bs, 
     assert padded(grouped) <= padded(list(SeededShuffle(n, seed)))
     if n <= 4 * bs:  # one window: exactly the padding of the fully sorted order
         assert padded(grouped) == padded(sorted(range(n), key=lambda i: -lengths[i]))
+
+
+@pytest.mark.parametrize("n,bs,batches", [(31, 16, 2), (5, 16, 1), (32, 16, 2), (33, 16, 3)])
+def test_no_example_is_dropped_in_an_epoch(n, bs, batches):
+    """Self-distillation trains on a few dozen successful repairs: the last, partial batch
+    of every epoch is kept, so each example is seen once per epoch."""
+    from accelerate import Accelerator
+
+    from countdown_rlvr.train.runtime import epochs, prepare_loop
+
+    cfg = config_of(SFT, "sft", {"batch_size": bs, "max_steps": None, "epochs": 2})
+    items = list(range(n))
+    model = torch.nn.Linear(2, 2)
+    _, loop = prepare_loop(Accelerator(cpu=True), model, items, cfg,
+                           collate_fn=lambda rows: torch.tensor(rows))
+    assert len(loop.loader) == batches and loop.total == 2 * batches
+    it = epochs(loop)
+    seen = torch.cat([next(it) for _ in range(batches)]).tolist()
+    assert sorted(seen) == items  # one epoch: every example exactly once

@@ -155,10 +155,12 @@ def prepare_loop(accelerator: Accelerator, model, items: list, cfg: Supervised, 
                  lengths: list[int] | None = None):
     """(model, Loop) for a supervised loop over `items` (SFT rows, IPO pairs): the seeded
     (optionally length-grouped) shuffle, its DataLoader, AdamW, linear warm-up over
-    `warmup_frac` of the planned steps then `schedule`, all passed through `accelerator.prepare`."""
+    `warmup_frac` of the planned steps then `schedule`, all passed through `accelerator.prepare`.
+    Every item is seen once per epoch: the last, partial batch is kept (a few dozen examples,
+    as self-distillation has, would otherwise lose up to a third of them every epoch)."""
     sampler = SeededShuffle(len(items), cfg.seed, lengths, cfg.batch_size)
     loader = DataLoader(_Examples(items), batch_size=cfg.batch_size, sampler=sampler,
-                        drop_last=len(items) >= cfg.batch_size, collate_fn=collate_fn)
+                        drop_last=False, collate_fn=collate_fn)
     total = planned_steps(cfg, len(loader))
     optimizer = adamw(model, cfg)
     scheduler = get_scheduler(SCHEDULES[cfg.schedule], optimizer,
