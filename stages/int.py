@@ -53,7 +53,7 @@ from countdown_rlvr.research.interventions import (
 from countdown_rlvr.timing import timed
 from countdown_rlvr.train.runtime import init_policy
 
-TRAIN = "data/problems/train.jsonl"
+UNSEEN = "data/problems/unseen.jsonl"  # no stage trains on these problems
 # research.INT_POLICIES, in its order -> the policy whose replicate dir holds it
 POLICY_NAMES = dict(zip(INT_POLICIES, ("sft", "int_sft", "int", "int_plain_rl", "int_solver_sft",
                                        "rloo"), strict=True))
@@ -71,15 +71,16 @@ def main(argv: list[str]) -> None:
     sampler = eval_sampler("int", params)
     style = prompt_style("int", params)
     styles = from_section(Traces, "int", params, "traces").styles
-    io.require_inputs("int", sft_dir, rloo_dir, TRAIN)
-    problems = io.read_jsonl(TRAIN)[:cfg.n_problems]
+    io.require_inputs("int", sft_dir, rloo_dir, UNSEEN)
+    problems = io.read_jsonl(UNSEEN)[:cfg.n_problems]
     gen = {"backend": sampler["backend"], "batch_size": cfg.batch_size}
     seconds: dict[str, float] = {}
     with timed(seconds, "sample"):  # 1. who is unsolved
         ref = policy_ref(sft_dir)
         policy = load_model(ref.base, ref.adapter)
-        print(f"[int] {len(problems)} train problems x {cfg.k} samples from {sft_dir}", flush=True)
-        found, by_problem = find_unsolved(policy, problems, cfg.k, sampler, cfg.seed, style,
+        print(f"[int] {len(problems)} unseen problems x {cfg.select_k} samples from {sft_dir}",
+              flush=True)
+        found, by_problem = find_unsolved(policy, problems, cfg.select_k, sampler, cfg.seed, style,
                                           **gen)
         unsolved, heldout = split_heldout(found, cfg.heldout_frac, cfg.seed)
         held_ids = {p["id"] for p in heldout}

@@ -1,4 +1,7 @@
-"""Stage `problems`: train / test / OOD Countdown problem sets from the seeded generator."""
+"""Stage `problems`: train / test / OOD / unseen Countdown problem sets from the seeded
+generator, pairwise disjoint. `unseen` is the pool no stage trains on (no traces, pairs or RL
+prompts come from it): the interventions stage selects its "unsolved" problems there, so
+transfer is measured on problems the student has never seen in training."""
 
 from collections import Counter
 
@@ -20,6 +23,9 @@ def main() -> None:
         ood = generate_problems(cfg.n_ood, cfg.seed, "ood", tuple(cfg.ood_n_numbers),
                                 target_range=tuple(cfg.ood_target_range), exclude=seen, **common)
         seen |= {problem_key(q.numbers, q.target) for q in ood}
+        unseen = generate_problems(cfg.n_unseen, cfg.seed, "unseen", tuple(cfg.n_numbers),
+                                   target_range=tuple(cfg.target_range), exclude=seen, **common)
+        seen |= {problem_key(q.numbers, q.target) for q in unseen}
         train = generate_problems(cfg.n_train, cfg.seed, "train", tuple(cfg.n_numbers),
                                   target_range=tuple(cfg.target_range), exclude=seen,
                                   count_first=cfg.count_train_solutions, **common)
@@ -28,7 +34,7 @@ def main() -> None:
             from exc
 
     metrics = {}
-    for name, probs in (("train", train), ("test", test), ("ood", ood)):
+    for name, probs in (("train", train), ("test", test), ("ood", ood), ("unseen", unseen)):
         io.write_jsonl(f"{OUT}/{name}.jsonl", [q.to_dict() for q in probs])
         sols = [q.n_solutions for q in probs if q.n_solutions is not None]
         metrics[name] = {

@@ -68,7 +68,10 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
         assert (pipeline.path / f"data/models/distill_{cond}/r0/config.json").exists()
 
     i = metrics(pipeline, "int")
-    assert i["n_problems"] == 4 and 0 <= i["unsolved"] <= 4
+    assert i["n_problems"] == 4 and 0 <= i["unsolved"] <= 4 and i["select_k"] == 2
+    # interventions come from the `unseen` split: problems no stage trained on
+    rows = [json.loads(x) for x in pipeline.read("data/int/r0/interventions.jsonl").splitlines()]
+    assert all(r["problem_id"].startswith("unseen-") for r in rows)
     assert i["unsolved_train"] + i["unsolved_heldout"] == i["unsolved"]
     assert i["unsolved_heldout"] == round(0.5 * i["unsolved"])  # int.heldout_frac
     iv = i["interventions"]

@@ -102,7 +102,8 @@ POS, COUNT, SEED = integer(1), integer(0), integer(0)
 FRACTION, RATE = number(0, hi=1), number(0, strict=True)
 RULES: dict[str, Rule] = {
     # sizes and counts
-    "n_train": POS, "n_test": POS, "n_ood": COUNT, "count_train_solutions": COUNT,
+    "n_train": POS, "n_test": POS, "n_ood": COUNT, "n_unseen": COUNT, "select_k": POS,
+    "count_train_solutions": COUNT,
     "n_problems": optional(POS), "corpus_size": POS, "n": POS, "k": POS, "base_k": POS,
     "n_attempts": POS, "n_continuations": POS, "traces_per_problem": POS, "n_boot": POS,
     "batch_size": POS, "gen_batch_size": POS, "micro_batch": optional(POS), "max_len": POS,
@@ -162,7 +163,7 @@ SECTION_RULES: dict[tuple[str, str], Rule] = {
 }
 # sections whose keys are all known here: an unknown key is refused, naming the known ones
 CLOSED = {"problems": ("seed", "n_train", "count_train_solutions", "n_test", "n_ood",
-                       "n_numbers", "number_range", "target_range", "ood_n_numbers",
+                       "n_unseen", "n_numbers", "number_range", "target_range", "ood_n_numbers",
                        "ood_target_range")}
 
 
@@ -399,6 +400,7 @@ class Problems:
     count_train_solutions: int  # first N train problems get their solutions counted
     n_test: int  # held-out evaluation problems
     n_ood: int  # out-of-distribution problems
+    n_unseen: int  # problems no stage trains on (the interventions' pool)
     n_numbers: list[int]  # operand counts, cycled
     number_range: list[int]  # [low, high] of each number
     target_range: list[int]  # [low, high] of in-distribution targets
@@ -478,8 +480,9 @@ class Repair:
 @dataclass(frozen=True)
 class Interventions:
     """`int`: interventional training with the solver as the oracle."""
-    n_problems: int  # first N train problems sampled to find unsolved ones
-    k: int  # samples per problem; all K fail = unsolved
+    n_problems: int  # first N unseen problems sampled to find unsolved ones
+    select_k: int  # samples per problem that must all fail for it to count as unsolved
+    k: int  # pass@K of every arm on the unsolved problems
     seed: int  # sampling seed of the K samples and the continuations
     eval_seed: int  # pass@K seed on the unsolved set
     heldout_frac: float  # share of the unsolved problems never trained on

@@ -451,8 +451,9 @@ def interventions_table(ctx: Context) -> list[str]:
     rows = [[name, _f(_get(m, "pass_at_k", name, "pass@1")), *cells("", name),
              *cells("heldout_", name)] for name in INT_POLICIES]
     return lines + [
-        (f"{_f(m.get('unsolved'))} of {_f(m.get('n_problems'))} train problems unsolved by "
-         f"the SFT policy in {k} samples: {_f(m.get('unsolved_train'))} trained on (interventions, "
+        (f"Replicate `{ctx.inp.first}`. {_f(m.get('unsolved'))} of {_f(m.get('n_problems'))} "
+         "problems of the `unseen` split (no stage trains on it) unsolved by the SFT policy in "
+         f"{_f(m.get('select_k', k))} samples: {_f(m.get('unsolved_train'))} trained on (interventions, "
          f"patch, RL), {_f(m.get('unsolved_heldout'))} held out (never trained on). "
          f"{_f(iv.get('found'))} interventions found, {_f(iv.get('kept'))} kept by the filter. "
          f"`plain_rl` is S3's control: the same RL, same problems and steps, from SFT without "

@@ -384,7 +384,8 @@ def interventions_metrics(cfg: Interventions, problems: Sequence[dict], unsolved
     kept = [r for r in rows if r["kept"]]
     n_unsolved = len(unsolved) + len(heldout)
     return {
-        "n_problems": len(problems), "k": cfg.k, "unsolved": n_unsolved,
+        "n_problems": len(problems), "select_k": cfg.select_k, "k": cfg.k,
+        "unsolved": n_unsolved,
         "unsolved_frac": n_unsolved / len(problems),
         "unsolved_train": len(unsolved), "unsolved_heldout": len(heldout),
         "interventions": {
