@@ -109,10 +109,18 @@ def evaluate_policy(ref: ModelRef | tuple, problems: Sequence[dict[str, Any]], n
 
 
 def extra_metrics(records: pd.DataFrame) -> dict[str, float]:
-    """Per-sample diagnostics `metrics.summarize` does not cover, on the test split."""
+    """Per-sample diagnostics `metrics.summarize` does not cover, on the test split.
+
+    `correct_with_arithmetic_error`: the share of CORRECT samples whose reasoning still holds
+    a wrong "a op b = c" claim: how often a wrong step does not drive the answer (why the
+    interventions patch the first unrecoverable step, not the first slip). None without a
+    correct sample."""
     test = records[records["split"] == "test"]
+    ok = test[test["correct"].astype(bool)]
     return {
         "truncated": float((test["finish_reason"] == "length").mean()),  # max_new_tokens hit
         "arithmetic_errors_mean": float(test["arithmetic_errors"].mean()),
+        "correct_with_arithmetic_error": (float((ok["arithmetic_errors"] > 0).mean())
+                                          if len(ok) else None),
         "mean_reward": float(test["reward"].mean()),
     }

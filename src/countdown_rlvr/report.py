@@ -450,6 +450,13 @@ def interventions_table(ctx: Context) -> list[str]:
 
     rows = [[name, _f(_get(m, "pass_at_k", name, "pass@1")), *cells("", name),
              *cells("heldout_", name)] for name in INT_POLICIES]
+    slips = {p: v for p in ("sft", "rloo")
+             if (v := ctx.ev(p, "samples", "correct_with_arithmetic_error")) is not None}
+    slip_text = ("" if not slips else " Wrong steps often do not drive the answer: "
+                 + ", ".join(f"{v:.0%} of `{p}`'s correct test samples" for p, v in slips.items())
+                 + " hold at least one wrong \"a op b = c\" claim, so an intervention replaces "
+                 "the first unrecoverable step (after which the remaining numbers can no longer "
+                 "reach the target), not the first slip.")
     return lines + [
         (f"Replicate `{ctx.inp.first}`. {_f(m.get('unsolved'))} of {_f(m.get('n_problems'))} "
          "problems of the `unseen` split (no stage trains on it) unsolved by the SFT policy in "
@@ -457,7 +464,8 @@ def interventions_table(ctx: Context) -> list[str]:
          f"patch, RL), {_f(m.get('unsolved_heldout'))} held out (never trained on). "
          f"{_f(iv.get('found'))} interventions found, {_f(iv.get('kept'))} kept by the filter. "
          f"`plain_rl` is S3's control: the same RL, same problems and steps, from SFT without "
-         f"the patch. pass@{k} with a fresh sampling seed; McNemar of `int` against each policy."),
+         f"the patch. pass@{k} with a fresh sampling seed; McNemar of `int` against each policy."
+         + slip_text),
         "", *_table(["policy", "pass@1 (trained-on)", f"pass@{k} (trained-on)", "p vs int",
                      f"pass@{k} (held-out)", "p vs int (held-out)"], rows)]
 

@@ -5,10 +5,15 @@ solver trace styles and malformed model text parse the same way). Only the final
 counts: in the `search` style a dead end closed by "backtrack" is an error the model
 already corrected (S3: the first error "that itself is not corrected"), and the pool of
 numbers starts afresh after it. Walking the final attempt's steps, the remaining numbers
-are tracked; the first erroneous step is the first one that
+are tracked; the first erroneous step is the first UNRECOVERABLE one, the first that
     - uses an operand that is not among the remaining numbers   (reason "operand"),
-    - claims a wrong result                                     (reason "arithmetic"),
+    - claims a wrong result, and its true result leaves numbers
+      from which the target is unreachable                      (reason "arithmetic"),
     - leaves numbers from which the target is unreachable       (reason "unreachable"),
+A wrong claim whose true result keeps the target reachable is a slip the answer can survive
+(most correct samples hold one: the answer is an expression, checked exactly, not the
+narrated arithmetic), so the walk goes on with the true value in the pool, later mentions of
+the claimed value standing for it; patching such a slip would teach nothing that matters.
 and if every step is sound but the attempt stops while several numbers remain (truncated,
 or it answered early), the missing next step is the error     (reason "missing").
 A trace whose steps end at exactly [target] has no step to fix (its answer is what failed):
@@ -164,16 +169,19 @@ def find_intervention(completion: str, numbers: Sequence[int], target: int) -> I
     start, steps = final_attempt(completion)
     pool = [Fraction(x) for x in numbers]
     latest = None  # the result of the last sound step
+    alias: dict[Fraction, Fraction] = {}  # a slip's claimed result -> its true value
     for i, s in enumerate(steps):
-        rest = _take(pool, s.a, s.b)
+        a, b = alias.get(s.a, s.a), alias.get(s.b, s.b)
+        rest = _take(pool, a, b)
+        true = None if rest is None else apply_op(a, s.op, b)
         if rest is None:
             reason = "operand"
-        elif apply_op(s.a, s.op, s.b) != s.c:
-            reason = "arithmetic"
-        elif not reachable(rest + [s.c], target):
-            reason = "unreachable"
-        else:
-            pool, latest = rest + [s.c], s.c
+        elif true is None or not reachable(rest + [true], target):
+            reason = "arithmetic" if true != s.c else "unreachable"
+        else:  # sound, or a slip the answer can survive: walk on with the true value
+            if true != s.c:
+                alias[s.c] = true
+            pool, latest = rest + [true], true
             continue
         return _intervene(completion[:s.start], i, reason, pool, target, s, latest)
     if len(pool) == 1:  # the steps reach [target]: the reasoning is sound, the answer is not
