@@ -30,7 +30,7 @@ def main() -> None:
         raise io.StageError("traces", f"{exc} (fix `traces.styles` / `traces.solutions` in "
                                       "params.yaml)") from exc
     try:  # train problems only (this file): no test or OOD problem can reach the SFT data
-        repair = repair_examples(rows, cfg.repair_frac, cfg.seed, style)
+        repair = repair_examples(rows, cfg.repair_frac, cfg.seed, style, cfg.repair_mix)
     except ValueError as exc:
         raise io.StageError("traces", f"{exc} (fix `traces.repair_frac` in params.yaml)") from exc
     io.write_jsonl(OUT, rows)

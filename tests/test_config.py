@@ -149,6 +149,12 @@ def test_rule_copies_agree_with_the_code_they_mirror():
     assert all(RULES["loss_agg"](a) is None for a in LOSS_AGGREGATIONS) and RULES["loss_agg"]("x")
     assert all(RULES["teacher_strategy"](h) is None for h in [*STRATEGY_HINTS, None])
     assert RULES["teacher_strategy"]("x")
+    from countdown_rlvr.config import FAILURE_TYPES
+    from countdown_rlvr.repair_data import FAILURE_ORDER
+
+    assert set(FAILURE_TYPES) == set(FAILURE_ORDER)
+    assert RULES["repair_mix"]({"WRONG_TARGET": 0.5, "NUMBER_REUSED": 0.5}) is None
+    assert RULES["repair_mix"]({"WRONG_TARGET": 0.5}) and RULES["repair_mix"]({"X": 1.0})
     for key, names in (("styles", STYLES), ("strategies", STYLES), ("tiny_preset", TINY_PRESETS)):
         rule = RULES[key] if key == "tiny_preset" else (lambda v, r=RULES[key]: r([v]))
         assert all(rule(name) is None for name in names) and rule("x"), key

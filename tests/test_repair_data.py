@@ -110,3 +110,25 @@ def test_any_asked_type_gives_a_failing_attempt(traces, idx, failure, seed):
     assert not v.correct and v.failure == code
     if failure != "DIV_BY_ZERO":  # the one type most problems cannot produce
         assert code == failure
+
+
+def test_made_attempts_follow_the_configured_failure_mix(traces):
+    """The made wrong attempts follow `traces.repair_mix` (the student's own failure mix by
+    default): exact apportioned counts of the requested types, and the verifier's codes of
+    the attempts follow them (a type a problem cannot make falls through, rarely)."""
+    import yaml
+    from conftest import ROOT
+
+    from countdown_rlvr.repair_data import apportion
+
+    mix = yaml.safe_load((ROOT / "params.yaml").read_text())["traces"]["repair_mix"]
+    types = apportion(mix, 200, random.Random(0))
+    counts = {f: types.count(f) for f in mix}
+    assert sum(counts.values()) == 200
+    assert all(abs(counts[f] - 200 * share) < 1 for f, share in mix.items())
+    rows = repair_examples(traces, 1.0, 0, "tiny", mix)
+    got = {f: sum(r["failure"] == f for r in rows) / len(rows) for f in mix}
+    misuse = sum(got[f] for f in ("NUMBER_REUSED", "NUMBER_UNKNOWN", "NUMBER_OMITTED"))
+    assert abs(misuse - 0.87) < 0.05 and got["FORMAT_MISSING"] < 0.03
+    with pytest.raises(ValueError, match="sum to 1"):
+        apportion({"WRONG_TARGET": 0.5}, 10, random.Random(0))

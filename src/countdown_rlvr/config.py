@@ -93,6 +93,18 @@ def name_pairs(v: Any) -> str | None:
         "a list of [a, b] pairs of policy names"
 
 
+# a copy of repair_data.FAILURE_ORDER (tests/test_config.py checks they agree)
+FAILURE_TYPES = ("WRONG_TARGET", "NUMBER_REUSED", "NUMBER_UNKNOWN", "NUMBER_OMITTED",
+                 "PARSE_FAIL", "FORMAT_MISSING", "DIV_BY_ZERO")
+
+
+def failure_mix(v: Any) -> str | None:
+    ok = isinstance(v, dict) and v and set(v) <= set(FAILURE_TYPES) and all(
+        _num(x) and x >= 0 for x in v.values()) and abs(sum(v.values()) - 1) < 1e-6
+    return None if ok else f"a mapping of failure types ({', '.join(FAILURE_TYPES)}) to " \
+        "shares >= 0 that sum to 1"
+
+
 def modules(v: Any) -> str | None:
     return None if text(v) is None or list_of(text)(v) is None else \
         "a module name pattern such as all-linear, or a list of module names"
@@ -141,7 +153,7 @@ RULES: dict[str, Rule] = {
     "strategies": list_of(choice("direct", "search")), "facts_frac": FRACTION,
     "hint_frac": FRACTION, "pack": flag,
     "threshold": number(0, True, 1), "val_frac": number(0, hi=0.5), "filter": flag,
-    "repair_frac": FRACTION, "heldout_frac": number(0, hi=0.9),
+    "repair_frac": FRACTION, "repair_mix": failure_mix, "heldout_frac": number(0, hi=0.9),
     # evaluation and statistics
     "policies": list_of(name), "shared": list_of(name, 0),
     "first_replicate_only": list_of(name, 0), "splits": list_of(choice("test", "ood")), "ks": list_of(POS),
@@ -417,6 +429,7 @@ class Traces:
     solutions: str  # construction | solver
     styles: list[str]  # trace styles, cycled across problems
     repair_frac: float  # share of problems that also get a repair-format example
+    repair_mix: dict[str, float]  # failure type -> share of the made wrong attempts
 
 
 @dataclass(frozen=True)

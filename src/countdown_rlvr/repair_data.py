@@ -20,9 +20,11 @@ something to say (F2/F3 name the failure, F4 the value and the gap):
     PARSE_FAIL      "expr = target" in the answer (an '=' the parser refuses)
     FORMAT_MISSING  the reasoning cut before </think>, no answer (a truncated sample)
 
-Conditions F1-F4 rotate (example j gets F[j mod 4]) and failure types rotate within each
-condition (j div 4), so no condition is favoured; a failure type a problem cannot produce
-falls through to the next one in FAILURE_ORDER. F-shuffled and R-resample are not trained:
+Conditions F1-F4 rotate (example j gets F[j mod 4]), so no condition is favoured. Failure
+types follow a mix (`traces.repair_mix`, by default the student's own failures: mostly number
+misuse, few format errors), apportioned exactly over the examples and dealt in a seeded
+order, so the made attempts look like the failures `repair` will show the student; a failure
+type a problem cannot produce falls through to the next one in FAILURE_ORDER. F-shuffled and R-resample are not trained:
 F-shuffled is F3 text of another problem (a learned F3 reader reads it), R is the plain prompt.
 """
 
@@ -141,9 +143,27 @@ def wrong_attempt(solution: str, numbers: Sequence[int], target: int, failure: s
     return None
 
 
-def repair_examples(traces: Sequence[dict], frac: float, seed: int, style: str) -> list[dict]:
+def apportion(mix: dict[str, float], n: int, rng: random.Random) -> list[str]:
+    """n failure types in the shares of `mix` (largest remainders: exact counts), in a seeded
+    order."""
+    if set(mix) - set(FAILURE_ORDER) or abs(sum(mix.values()) - 1) > 1e-6 or \
+            any(v < 0 for v in mix.values()):
+        raise ValueError(f"repair_mix must map failure types ({', '.join(FAILURE_ORDER)}) to "
+                         f"shares >= 0 that sum to 1, got {mix}")
+    exact = {f: mix.get(f, 0.0) * n for f in FAILURE_ORDER}
+    counts = {f: int(v) for f, v in exact.items()}
+    for f in sorted(FAILURE_ORDER, key=lambda f: counts[f] - exact[f])[:n - sum(counts.values())]:
+        counts[f] += 1
+    types = [f for f in FAILURE_ORDER for _ in range(counts[f])]
+    rng.shuffle(types)
+    return types
+
+
+def repair_examples(traces: Sequence[dict], frac: float, seed: int, style: str,
+                    mix: dict[str, float] | None = None) -> list[dict]:
     """Repair-format examples for a seeded share `frac` of the problems in `traces` (the
-    solver traces of train problems; the first trace of each problem is used).
+    solver traces of train problems; the first trace of each problem is used); failure types
+    in the shares of `mix` (None: every type equally often).
 
     One row per chosen problem: the trace row's fields, with `prompt` the repair prompt and
     `source` "repair", plus `condition`, `failure` (the attempt's verifier code) and `attempt`.
@@ -156,12 +176,14 @@ def repair_examples(traces: Sequence[dict], frac: float, seed: int, style: str) 
     first = list(by_problem.values())
     rng = random.Random(seed)
     chosen = sorted(rng.sample(range(len(first)), round(frac * len(first))))
+    types = apportion(mix or dict.fromkeys(FAILURE_ORDER, 1 / len(FAILURE_ORDER)), len(chosen),
+                      rng)
     rows = []
     for j, i in enumerate(chosen):
         row = first[i]
         numbers, target = row["numbers"], row["target"]
         cond = CONDITIONS[j % len(CONDITIONS)]
-        want = FAILURE_ORDER[(j // len(CONDITIONS)) % len(FAILURE_ORDER)]
+        want = types[j]
         made = wrong_attempt(extract_answer(row["completion"]), numbers, target, want, rng)
         if made is None:
             continue
