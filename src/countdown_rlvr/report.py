@@ -326,18 +326,32 @@ def training_tables(ctx: Context) -> list[str]:
         [[_f(sft.get("examples")), _f(sft.get("steps")), _arrow(sft, "loss", 4),
           _f(sft.get("token_acc_final")), _f(sft.get("val_loss"), 4)]]))
     header = ["run", "reward", "steps", "reward mean", "pass rate", "zero-std groups",
-              "KL", "entropy", "forward KL"]
+              "KL", "entropy", "forward KL", "4-number tier unlocked at (per replicate)"]
     rows = []
-    for run in RL_RUNS:
+    extra = [r for r in ("rloo_nocurr",) if f"{r}.json" in ctx.data]  # secondary arms, if run
+    for run in (*RL_RUNS, *extra):
         m = ctx.data.get(f"{run}.json")
         rows.append(ctx.marker_row(run, [f"{run}.json"], len(header)) or [
             run, _f(m.get("reward")), _f(m.get("steps")), _arrow(m, "reward_mean"),
             _arrow(m, "pass_rate"), _arrow(m, "zero_std_frac"), _arrow(m, "kl", 4),
-            _arrow(m, "entropy"), _arrow(m, "forward_kl", 4)])
-    return lines + ["### RLOO (binary and shaped reward), OPD and anti-collapse OPD", "",
-                    ("Per-step diagnostics, first → final (means over the first and last "
-                     "10% of the steps); NA = not logged by that run."), "",
+            _arrow(m, "entropy"), _arrow(m, "forward_kl", 4), _unlocks(ctx, run)])
+    return lines + [("### RLOO (binary and shaped reward, no curriculum), OPD and anti-collapse "
+                    "OPD"), "",
+                    (f"Replicate `{ctx.inp.first}`: per-step diagnostics, first → final (means "
+                     "over the first and last 10% of the steps); NA = not logged by that run. "
+                     "The curriculum column is every replicate's step at which the 4-number "
+                     "tier unlocked (never = it did not); `rloo_nocurr` trains on every tier "
+                     "from step 0, so `rloo` vs `rloo_nocurr` is what the curriculum does."), "",
                     *_table(header, rows), *ctx.figure("rl_curves")]
+
+
+def _unlocks(ctx: Context, run: str) -> str:
+    """Each replicate's curriculum unlock step of an RL run ("–": no curriculum)."""
+    runs = ctx.inp.runs.get(f"{run}.json", {})
+    if not any("tier_unlock_step" in m for m in runs.values()):
+        return NA
+    return ", ".join(f"{t} {'never' if m.get('tier_unlock_step') is None else m['tier_unlock_step']}"
+                     for t, m in runs.items() if m.get("curriculum", True))
 
 
 def diagnose_table(ctx: Context) -> list[str]:
@@ -395,7 +409,9 @@ def _distill_cells(ctx: Context, policy: str, k: int) -> list[str]:
     (eval.diagnostics_at_k), then the all-sample p and S0's McNemar vs the reference."""
     d = ctx.ev(policy, "diagnostics_by_k", f"k{k}") or {}
     return [*(_f(d.get(key), 4 if key not in ("pass@1", "pass@k") else 3)
-              for key in DISTILL_COLS), _pvalue(ctx, policy, 1), _mcnemar(ctx, policy, 1)]
+              for key in DISTILL_COLS), _pvalue(ctx, policy, 1),
+            *(_pass_diff(ctx, policy, kk) for kk in dict.fromkeys((k, ctx.kmax))),
+            _mcnemar(ctx, policy, 1)]
 
 
 def distill_table(ctx: Context) -> list[str]:
@@ -403,6 +419,7 @@ def distill_table(ctx: Context) -> list[str]:
     k = 8 if 8 in ctx.ks else ctx.kmax
     header = ["policy", "training signal", "examples", "pass@1", f"pass@{k}", "avg. score",
               "all-fail", "zero-info", "contrast", f"p vs {ctx.ref} (all samples)",
+              *(f"pass@{kk} - {ctx.ref}" for kk in dict.fromkeys((k, ctx.kmax))),
               "McNemar p, sample 0 (S0's test)"]
     n = len(header)
     rows = [ctx.marker_row("SFT", ["eval/sft.json"], n) or [
