@@ -142,13 +142,17 @@ def fig_rl_curves(inp: Inputs) -> Figure:
     handles = {}
     for ax, (metric, title) in zip(axes, CURVES.items()):
         for i, run in enumerate(RL_RUNS):
-            if metric in inp.curves.get(run, {}):
-                (handles[run],) = ax.plot(*inp.curves[run][metric], color=_color(2 * i), lw=1.2)
+            # every replicate's curve, one colour per run: the spread between draws is visible
+            by_tag = inp.run_curves.get(run) or ({"": inp.curves[run]} if run in inp.curves else {})
+            for curves in by_tag.values():
+                if metric in curves:
+                    (handles[run],) = ax.plot(*curves[metric], color=_color(2 * i), lw=1.0,
+                                              alpha=0.8)
         ax.set(title=title, xlabel="step")
         if not ax.lines:  # e.g. KL with rloo.kl_coef = 0: no reference model, nothing logged
             ax.text(0.5, 0.5, "not logged", ha="center", transform=ax.transAxes, color="grey")
     fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=8)
-    fig.suptitle("RL training curves (dvclive)")
+    fig.suptitle("RL training curves (dvclive), one line per replicate")
     return fig
 
 
