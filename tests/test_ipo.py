@@ -115,7 +115,7 @@ _LAUNCHED = textwrap.dedent("""
     model, tok = load_model(sys.argv[1])
     ref, _ = load_model(sys.argv[1])
     st = {}
-    train_ipo(model, ref.requires_grad_(False), tok, PAIRS, config_of(IPO, "ipo", {**CFG, "max_steps": 8}),
+    train_ipo(model, ref.requires_grad_(False), tok, PAIRS[:8], config_of(IPO, "ipo", {**CFG, "max_steps": 8}),
               stats=st)
     if is_main_process():
         print("STATS" + json.dumps(st))
@@ -125,7 +125,9 @@ _LAUNCHED = textwrap.dedent("""
 def test_two_processes_train_like_one(tiny_dir, tmp_path, one_thread):
     """batch_size is the global number of pairs: 2 processes x 2 pairs follow the 1 x 4 run.
 
-    Each process must get whole pairs (chosen with its own rejected and reference scores)."""
+    Each process must get whole pairs (chosen with its own rejected and reference scores).
+    8 pairs: every batch, the last included, splits evenly over the processes (a last batch
+    that does not is padded by accelerate, so only then would the runs differ)."""
     script = tmp_path / "launched.py"
     script.write_text(_LAUNCHED)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(  # the caller's PYTHONPATH (a worktree's src) too
@@ -134,7 +136,7 @@ def test_two_processes_train_like_one(tiny_dir, tmp_path, one_thread):
                           capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     two = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("STATS"))[5:])
-    *_, one = run(tiny_dir, {**CFG, "max_steps": 8})
+    *_, one = run(tiny_dir, {**CFG, "max_steps": 8}, PAIRS[:8])
     assert two["processes"] == 2 and one["processes"] == 1
     for key in ("loss_first", "margin_final", "pref_acc_final", "chosen_reward_final",
                 "rejected_reward_final", "chosen_nll_final"):

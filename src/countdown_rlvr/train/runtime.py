@@ -157,7 +157,9 @@ def prepare_loop(accelerator: Accelerator, model, items: list, cfg: Supervised, 
     (optionally length-grouped) shuffle, its DataLoader, AdamW, linear warm-up over
     `warmup_frac` of the planned steps then `schedule`, all passed through `accelerator.prepare`.
     Every item is seen once per epoch: the last, partial batch is kept (a few dozen examples,
-    as self-distillation has, would otherwise lose up to a third of them every epoch)."""
+    as self-distillation has, would otherwise lose up to a third of them every epoch). Under
+    N processes a last batch that does not split evenly is padded by accelerate (repeats of
+    its items), the one place where N processes do not follow one exactly."""
     sampler = SeededShuffle(len(items), cfg.seed, lengths, cfg.batch_size)
     loader = DataLoader(_Examples(items), batch_size=cfg.batch_size, sampler=sampler,
                         drop_last=False, collate_fn=collate_fn)
