@@ -99,6 +99,18 @@ def _pair_rows(inp: Inputs, a: str, b: str, k: int) -> tuple[dict | None, str | 
     return row["per_replicate"], None
 
 
+def _pool(c: Claim, effects: dict[str, float], one_draw_p: dict[str, float | None],
+          test: str) -> Claim:
+    """c with the pooled t-test of per-replicate `effects` (tag -> effect, the seed's direction
+    positive) and each replicate's own verdict from its within-draw p."""
+    res = replicate_t_test(list(effects.values()))
+    c.per_replicate = ", ".join(f"{t} {e:+.3f} {_one_draw(e, one_draw_p.get(t))}"
+                                for t, e in effects.items())
+    c.test = f"t-test across {res.n} replicates of {test}"
+    c.pvalue, c.right_way = res.pvalue, res.mean > 0
+    return c
+
+
 def _per_replicate(rows: dict, positive: bool = True, nd: int = 3) -> str:
     return ", ".join(f"{t} {r['pass_diff']:+.{nd}f} {_one_draw(r['pass_diff'], r['pass_diff_pvalue'], positive)}"
                      for t, r in rows.items())
@@ -152,18 +164,14 @@ def feedback(inp: Inputs) -> Claim:
         return c
     fs = [f for f in ("F1", "F2", "F3", "F4") if all(f in cs for cs in runs.values())]
     best = max(fs, key=lambda f: np.mean([cs[f]["success_rate"] for cs in runs.values()]))
-    effects = [cs["R"]["success_rate"] - cs[best]["success_rate"] for cs in runs.values()]
-    res = replicate_t_test(effects)
+    effects = {t: cs["R"]["success_rate"] - cs[best]["success_rate"] for t, cs in runs.items()}
     c.run = (f"R {np.mean([cs['R']['success_rate'] for cs in runs.values()]):.1%} vs best F "
              f"({best}) {np.mean([cs[best]['success_rate'] for cs in runs.values()]):.1%}; "
-             f"R - {best} {_ci(res)}")
-    c.per_replicate = ", ".join(
-        f"{t} {e:+.3f} {_one_draw(e, get(cs, best, 'mcnemar_vs_resample', 'pvalue'))}"
-        for (t, cs), e in zip(runs.items(), effects, strict=True))
-    c.test = (f"t-test across {res.n} replicates of the success-rate difference R - {best} "
-              "(the best F by mean); per replicate: McNemar on the matched attempts")
-    c.pvalue, c.right_way = res.pvalue, res.mean > 0
-    return c
+             f"R - {best} {_ci(replicate_t_test(list(effects.values())))}")
+    return _pool(c, effects, {t: get(cs, best, "mcnemar_vs_resample", "pvalue")
+                              for t, cs in runs.items()},
+                 f"the success-rate difference R - {best} (the best F by mean); per "
+                 "replicate: McNemar on the matched attempts")
 
 
 def self_distill(inp: Inputs) -> Claim:
@@ -264,19 +272,13 @@ def interventions(inp: Inputs) -> Claim:
         c.why_not = "no int details with a plain-RL arm"
         return c
     k = next(iter(runs.values())).get("k", "K")
-    effects = [get(m, "heldout_pass_at_k", "int", "pass@k") - get(m, "heldout_pass_at_k",
-                                                                  "plain_rl", "pass@k")
-               for m in runs.values()]
-    res = replicate_t_test(effects)
-    c.run = (f"held-out pass@{k} int - plain RL {_ci(res)} "
-             f"({get(next(iter(runs.values())), 'unsolved_heldout')} problems per replicate)")
-    c.per_replicate = ", ".join(
-        f"{t} {e:+.3f} {_one_draw(e, get(m, 'heldout_mcnemar', 'int_vs_plain_rl', 'pvalue'))}"
-        for (t, m), e in zip(runs.items(), effects, strict=True))
-    c.test = (f"t-test across {res.n} replicates of the held-out pass@{k} difference; per "
-              "replicate: McNemar")
-    c.pvalue, c.right_way = res.pvalue, res.mean > 0
-    return c
+    effects = {t: get(m, "heldout_pass_at_k", "int", "pass@k")
+               - get(m, "heldout_pass_at_k", "plain_rl", "pass@k") for t, m in runs.items()}
+    c.run = (f"held-out pass@{k} int - plain RL {_ci(replicate_t_test(list(effects.values())))}"
+             f" ({get(next(iter(runs.values())), 'unsolved_heldout')} problems per replicate)")
+    return _pool(c, effects, {t: get(m, "heldout_mcnemar", "int_vs_plain_rl", "pvalue")
+                              for t, m in runs.items()},
+                 f"the held-out pass@{k} difference; per replicate: McNemar")
 
 
 CLAIMS: tuple[Callable[[Inputs], Claim], ...] = (

@@ -182,22 +182,18 @@ def _pooled(ctx: Context, policy: str, k: int, split: str = "test") -> dict | No
     return _get(ctx.inp.compare, "policies", policy, split, f"pass@{k}")
 
 
-def _mean_ci(v: dict | None) -> str:
-    """A mean over replicates with its t interval (one draw: the bare value)."""
+def _mean_ci(v: dict | None, spec: str = ".3f") -> str:
+    """A mean over replicates with its t interval (one draw: the bare value); spec "+.3f"
+    for a signed difference."""
     if v is None:
         return NA
     if v.get("ci_low") is None:
-        return f"{v['mean']:.3f}"
-    return f"{v['mean']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
+        return f"{v['mean']:{spec}}"
+    return f"{v['mean']:{spec}} [{v['ci_low']:{spec}}, {v['ci_high']:{spec}}]"
 
 
 def _diff_ci(d: dict | None) -> str:
-    """A signed mean difference over replicates with its t interval."""
-    if d is None:
-        return NA
-    if d.get("ci_low") is None:
-        return f"{d['mean']:+.3f}"
-    return f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+    return _mean_ci(d, "+.3f")
 
 
 def _pooled_vs_ref(ctx: Context, policy: str, k: int) -> dict | None:
