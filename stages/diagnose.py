@@ -25,9 +25,10 @@ def main(argv: list[str]) -> None:
     cfg = from_section(Diagnose, "diagnose", params, "diagnose")  # fails before any work
     ev = from_section(Evaluate, "diagnose", params, "evaluate")
     r = parse_replicate("diagnose", argv[0] if argv else None, params)
-    if cfg.k > ev.n:
-        raise io.StageError("diagnose", f"diagnose.k ({cfg.k}) exceeds evaluate.n ({ev.n}), the "
-                            "samples per prompt it groups; lower diagnose.k or raise evaluate.n")
+    if cfg.k > ev.n or cfg.k not in ev.ks:
+        raise io.StageError("diagnose", f"diagnose.k ({cfg.k}) must be one of evaluate.ks "
+                            f"{ev.ks} and at most evaluate.n ({ev.n}): the report's S0 Table 3 "
+                            "shows every policy at that K, from the same groups; change one")
     name, records_file = run_name("diagnose", r), f"data/eval/sft/{tag(r)}.parquet"
     failed_file = f"data/diagnose/{tag(r)}/failed.jsonl"
     io.require_inputs("diagnose", records_file)

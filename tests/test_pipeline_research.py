@@ -35,17 +35,17 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     first = pipeline.repro("diagnose", "repair", "distill", "int")
     assert STAGES <= ran(first)
 
-    # diagnose groups the SFT policy's own evaluation samples (4 per prompt) in twos: the
-    # same samples and groups as S0 Table 3's SFT row, nothing sampled twice
+    # diagnose groups the SFT policy's own evaluation samples (4 per prompt) in groups of
+    # diagnose.k: the same samples and groups as S0 Table 3's SFT row, nothing sampled twice
     d = metrics(pipeline, "diagnose")
-    assert DIAGNOSE_KEYS <= set(d) and d["k"] == 2 and d["n_groups"] == 2 * d["n_problems"]
+    assert DIAGNOSE_KEYS <= set(d) and d["k"] == 4 and d["n_groups"] == d["n_problems"]
     failed = [json.loads(x) for x in pipeline.read("data/diagnose/r0/failed.jsonl").splitlines()]
     assert len(failed) == d["n_failed_attempts"] == sum(d["failures"].values())
     records = pd.read_parquet(pipeline.path / "data/eval/sft/r0.parquet")
     records = records[records["split"] == "test"]
     assert len(records) == 4 * d["n_problems"] and (~records["correct"]).sum() == len(failed)
     table3 = json.loads(pipeline.read("reports/details/eval/sft/r0.json"))["diagnostics_by_k"]
-    assert table3["k2"]["all_fail"] == d["all_fail"] == pytest.approx(1 - d["pass@k"])
+    assert table3["k4"]["all_fail"] == d["all_fail"] == pytest.approx(1 - d["pass@k"])
 
     r = metrics(pipeline, "repair")
     assert r["n_attempts"] == min(4, len(failed)) and set(r["conditions"]) == set(CONDITIONS)
