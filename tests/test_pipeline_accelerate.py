@@ -34,4 +34,9 @@ def test_ipo_and_rloo_under_two_processes_match_one_process(pipeline):
         two = curves(pipeline, name)
         assert set(two) == set(one) and len(one["loss"]) >= 2, name
         for key in one:
-            assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-5), (name, key)
+            steps = range(len(one[key]))
+            if key == "pref_acc":  # a step function of the margin: at a tie (step 1 scores the
+                # SFT policy against itself, margin 0 up to float rounding) it is rounding's
+                steps = [i for i in steps if abs(one["margin"][i]) > 1e-4]
+            assert [two[key][i] for i in steps] == pytest.approx(
+                [one[key][i] for i in steps], rel=1e-4, abs=1e-5), (name, key)
