@@ -185,14 +185,14 @@ def test_accelerate_launch_two_processes(tiny_dir, tmp_path):
 def test_sft_stage_under_accelerate_two_processes(pipeline):
     """The real `sft` stage on smoke params, launched as two CPU processes in a pipeline copy."""
     pipeline.repro("dedup")  # the stage's inputs: data/sft and data/models/base
-    proc = pipeline.run(*launch_two_processes("stages/sft.py"))
+    proc = pipeline.run(*launch_two_processes("stages/sft.py", "0"))  # replicate seed 0
     assert "on 2 process(es)" in proc.stdout
-    assert json.loads(pipeline.read("reports/timings/sft.json"))["processes"] == 2
-    metrics = json.loads(pipeline.read("reports/details/sft.json"))
+    assert json.loads(pipeline.read("reports/timings/sft/r0.json"))["processes"] == 2
+    metrics = json.loads(pipeline.read("reports/details/sft/r0.json"))
     assert metrics["steps"] == metrics["planned_steps"] == 4, metrics  # global batch: same steps
     assert metrics["val_examples"] > 0 and 0 < metrics["val_loss"] < 20
     assert 0 <= metrics["val_token_acc"] <= 1
-    model, tok = load_model(str(pipeline.path / "data/models/sft"))
+    model, tok = load_model(str(pipeline.path / "data/models/sft/r0"))
     ids = tok(TOY[0][0], return_tensors="pt").input_ids
     assert model(input_ids=ids).logits.shape[-1] == len(tok)
 
