@@ -82,7 +82,9 @@ def test_rloo_moves_probability_to_the_correct_answer(toy_policy, one_thread):
     st = {}
     trained = run_rloo(copy.deepcopy(model), tok, [PROBLEM], {**CFG, "steps": 10}, stats=st)
     good, bad = completion_logprobs(trained, tok)
-    assert good > good0 + 0.3 and bad < bad0 - 1.0, (good0, bad0, good, bad)
+    # mass moves from the wrong answer to the right one: the log-odds between them grow by
+    # more than one nat, and the right answer's own log-prob rises
+    assert (good - bad) - (good0 - bad0) > 1.0 and good > good0 + 0.1, (good0, bad0, good, bad)
     assert st["zero_std_frac_first"] == 0.0  # mixed groups: the LOO baseline has contrast
     assert st["advantage_std_first"] > 0.3
     assert st["pass_rate_final"] > st["pass_rate_first"]

@@ -9,14 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from countdown_rlvr import sampling
+from countdown_rlvr import decode as decoding
+from countdown_rlvr.decode import decode, decode_hf, pick
 from countdown_rlvr.logprobs import sequence_logprobs
 from countdown_rlvr.model import ModelRef, build_tiny, load_model
 from countdown_rlvr.sampling import (
     SamplerParams,
-    _decode,
-    _decode_hf,
-    _pick,
     derive_seed,
     generate,
     sampler_params,
@@ -202,11 +200,11 @@ def _inverse_cdf(logp, u):
 @given(seed=st.integers(0, 10**6), t=st.sampled_from([0.3, 0.6, 1.0, 1.7]),
        k=st.sampled_from([0, 1, 5, 20, 64]), p=st.sampled_from([0.5, 0.9, 0.95, 1.0]))
 def test_pick_is_the_hf_warped_distribution(seed, t, k, p):
-    """`_pick` (top-k candidates only) draws the token the full-vocabulary HF warpers'
+    """`pick` (top-k candidates only) draws the token the full-vocabulary HF warpers'
     distribution puts at u, and reports that distribution's log-prob of it."""
     g = torch.Generator().manual_seed(seed)
     logits, u = torch.randn(6, 64, generator=g) * 3, torch.rand(6, generator=g)
-    tok, logp = _pick(logits, u, SamplerParams(t, p, k, 1), True)
+    tok, logp = pick(logits, u, SamplerParams(t, p, k, 1), True)
     ref = _hf_warped(logits, t, k, p)
     for r in range(6):
         assert int(tok[r]) == _inverse_cdf(ref[r], float(u[r]))
@@ -266,7 +264,7 @@ def test_static_cache_path_equals_hf_forward_path(base, sampler, compact_at, mon
     """The own forward over the preallocated cache and HF's forward over its DynamicCache
     (rows leaving one by one) give the same tokens from the same u, however often the
     finished rows are compacted away."""
-    monkeypatch.setattr(sampling, "COMPACT_AT", compact_at)
+    monkeypatch.setattr(decoding, "COMPACT_AT", compact_at)
     model, tok = load_model(base)
     with torch.no_grad():
         model.model.norm.weight.mul_(0.1)  # flatter logits: some rows stop early
@@ -275,10 +273,35 @@ def test_static_cache_path_equals_hf_forward_path(base, sampler, compact_at, mon
     u = None if sp.greedy else torch.rand(48, 48, generator=torch.Generator().manual_seed(0))
     args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
             True)
-    fast, slow = _decode(model, *args), _decode_hf(model, *args)
+    fast, slow = decode(model, *args), decode_hf(model, *args)
     assert torch.equal(fast[0], slow[0])
     assert sp.greedy or (fast[0] == tok.eos_token_id).any()  # rows did leave early
     torch.testing.assert_close(fast[1], slow[1], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("sampler", [{"temperature": 0},
+                                     {"temperature": 0.9, "top_k": 200, "top_p": 0.95}])
+def test_threaded_decode_gives_the_whole_batch_samples(base, sampler, threads, monkeypatch):
+    """Rows split over threads (uneven slices, rows stopping early, compaction inside each
+    slice) give the tokens of one decode over the whole batch, and the caller's thread
+    count is back afterwards."""
+    monkeypatch.setattr(decoding, "MIN_ROWS_PER_THREAD", 1)
+    model, tok = load_model(base)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(0.1)  # flatter logits: some rows stop early
+    sp = sampler_params({**sampler, "max_new_tokens": 40})
+    enc = tok([p for p in PROMPTS for _ in range(11)], return_tensors="pt", padding=True)
+    u = None if sp.greedy else torch.rand(33, 40, generator=torch.Generator().manual_seed(1))
+    args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
+            True)
+    before = torch.get_num_threads()
+    split = decoding.decode_threaded(model, *args, threads=threads)
+    assert torch.get_num_threads() == before
+    whole = decode(model, *args)
+    assert torch.equal(split[0], whole[0])
+    assert sp.greedy or (whole[0] == tok.eos_token_id).any()  # rows did stop early
+    torch.testing.assert_close(split[1], whole[1], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -297,8 +320,8 @@ def test_static_cache_path_runs_peft_layers_and_bf16(base, dtype):
     u = torch.rand(12, 24, generator=torch.Generator().manual_seed(0))
     args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
             True)
-    assert sampling.fast_path_model(model) is not None  # not silently the fallback
-    fast, slow = _decode(model, *args), _decode_hf(model, *args)
+    assert decoding.fast_path_model(model) is not None  # not silently the fallback
+    fast, slow = decode(model, *args), decode_hf(model, *args)
     assert torch.equal(fast[0], slow[0])
     torch.testing.assert_close(fast[1], slow[1], atol=1e-4, rtol=1e-4)
 
