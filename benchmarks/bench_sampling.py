@@ -9,10 +9,8 @@ section (T 0.6, top-p 0.95, top-k 20, 256 new tokens) and `evaluate.batch_size`,
 process's thread count (one per core). Rows:
 
   baseline          the previous loop (module calls, SDPA per decode step), whole batch
-  decode            the current loop on the whole batch (fused projections, inlined norms,
-                    decode attention as two matmuls), same thread count
-  decode_threaded   the current loop with the batch's rows split over one thread per core,
-                    single-threaded ops (what `generate` runs)
+  decode            the current loop (fused projections, inlined norms, decode attention
+                    as two matmuls): what `generate` runs
   hf generate       transformers' `model.generate` (--with-generate; slow)
 
 They run interleaved (A B C A B C ...) for --repeats rounds and the table shows medians.
@@ -42,7 +40,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 import baseline_decode
 
-from countdown_rlvr.decode import decode, decode_threaded, decoder_layers
+from countdown_rlvr.decode import decode, decoder_layers
 from countdown_rlvr.model import build_tiny, load_model, render_prompts
 from countdown_rlvr.sampling import SAMPLER_KEYS, derive_seed, sampler_params
 from countdown_rlvr.task.prompts import solve_prompt
@@ -76,7 +74,6 @@ def run(fn, pair, work, sp):
 IMPLEMENTATIONS = {
     "baseline": lambda m, i, a, sp, e, p, u, lp, layers: baseline_decode._decode(m, i, a, sp, e, p, u, lp),
     "decode": decode,
-    "decode_threaded": decode_threaded,
 }
 
 

@@ -279,31 +279,6 @@ def test_static_cache_path_equals_hf_forward_path(base, sampler, compact_at, mon
     torch.testing.assert_close(fast[1], slow[1], atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("threads", [2, 3])
-@pytest.mark.parametrize("sampler", [{"temperature": 0},
-                                     {"temperature": 0.9, "top_k": 200, "top_p": 0.95}])
-def test_threaded_decode_gives_the_whole_batch_samples(base, sampler, threads, monkeypatch):
-    """Rows split over threads (uneven slices, rows stopping early, compaction inside each
-    slice) give the tokens of one decode over the whole batch, and the caller's thread
-    count is back afterwards."""
-    monkeypatch.setattr(decoding, "MIN_ROWS_PER_THREAD", 1)
-    model, tok = load_model(base)
-    with torch.no_grad():
-        model.model.norm.weight.mul_(0.1)  # flatter logits: some rows stop early
-    sp = sampler_params({**sampler, "max_new_tokens": 40})
-    enc = tok([p for p in PROMPTS for _ in range(11)], return_tensors="pt", padding=True)
-    u = None if sp.greedy else torch.rand(33, 40, generator=torch.Generator().manual_seed(1))
-    args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
-            True)
-    before = torch.get_num_threads()
-    split = decoding.decode_threaded(model, *args, threads=threads)
-    assert torch.get_num_threads() == before
-    whole = decode(model, *args)
-    assert torch.equal(split[0], whole[0])
-    assert sp.greedy or (whole[0] == tok.eos_token_id).any()  # rows did stop early
-    torch.testing.assert_close(split[1], whole[1], atol=1e-5, rtol=1e-5)
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_static_cache_path_runs_peft_layers_and_bf16(base, dtype):
     """A live peft policy (DoRA: the layer type with the most own forward code) in either

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -31,8 +30,6 @@ import torch.nn.functional as F
 
 # Finished rows leave the batch (one copy of the KV cache) once this share of it has finished.
 COMPACT_AT = 0.25
-# A batch is split over threads only if every thread gets at least this many rows.
-MIN_ROWS_PER_THREAD = 16
 
 
 @dataclass(frozen=True)
@@ -242,39 +239,6 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: Sam
         logits = _forward(m, layers, tok[:, None], cos_t[pos][:, None], sin_t[pos][:, None],
                           cache, P + t, bias[..., :P + t + 1])
     return new, lps
-
-
-def decode_threaded(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    sp: SamplerParams, eos: list[int], pad: int, u: torch.Tensor | None,
-                    return_logprobs: bool, layers: list[_Layer] | None = None,
-                    threads: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`decode`, the batch's rows split into `threads` (default: torch's intra-op thread
-    count) slices decoded side by side, each with single-threaded ops.
-
-    Why: the per-step ops of a small model are too small for intra-op threads to pay (they
-    spend the step waiting on each other), while two slices of a batch are independent
-    work. A row's tokens are a function of its own u row (see `pick`), so the samples are
-    those of one `decode` over the whole batch: the same tokens (tests/test_sampling.py).
-    """
-    threads = threads or torch.get_num_threads()
-    B = input_ids.shape[0]
-    if threads <= 1 or B < 2 * MIN_ROWS_PER_THREAD or input_ids.device.type != "cpu":
-        return decode(model, input_ids, attention_mask, sp, eos, pad, u, return_logprobs, layers)
-    parts = torch.arange(B).tensor_split(min(threads, B // MIN_ROWS_PER_THREAD))
-    before = torch.get_num_threads()
-
-    def run(rows: torch.Tensor):
-        torch.set_num_threads(1)  # this thread's ops; the caller's count is restored below
-        return decode(model, input_ids[rows], attention_mask[rows], sp, eos, pad,
-                      None if u is None else u[rows], return_logprobs, layers)
-
-    try:
-        with ThreadPoolExecutor(len(parts), thread_name_prefix="decode") as pool:
-            outs = list(pool.map(run, parts))
-    finally:
-        torch.set_num_threads(before)
-    new = torch.cat([o[0] for o in outs])
-    return new, (torch.cat([o[1] for o in outs]) if return_logprobs else None)
 
 
 @torch.no_grad()

@@ -36,7 +36,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig
 
-from .decode import SamplerParams, decode_threaded, decoder_layers, fast_path_model
+from .decode import SamplerParams, decode, decoder_layers, fast_path_model
 from .model import SETTINGS, ModelRef, load_model, merge_adapter, render_prompts
 
 BACKENDS = ("hf", "vllm")
@@ -152,9 +152,9 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
             gen = torch.Generator(device=device).manual_seed(derive_seed(seed, b))
             u = None if sp.greedy else torch.rand(len(batch), sp.max_new_tokens,
                                                   generator=gen, device=device)
-            new, lps = decode_threaded(model, enc["input_ids"].to(device),
-                                       enc["attention_mask"].to(device), sp, eos, pad, u,
-                                       return_logprobs, layers)
+            new, lps = decode(model, enc["input_ids"].to(device),
+                              enc["attention_mask"].to(device), sp, eos, pad, u,
+                              return_logprobs, layers)
             new = new.cpu().tolist()
             lps = lps.cpu().tolist() if lps is not None else None
             for row, (i, j) in enumerate(batch):
