@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from countdown_rlvr.report import (
+    F0_LABEL,
     FIGURES,
     IPO_SOURCES,
     MissingInputs,
@@ -102,14 +103,17 @@ def test_every_table_is_filled_from_the_metrics(complete):
     assert rows["sft"][6] == "ref." and rows["base"][6].startswith("-")
     assert rows["rloo"][7] == f"{d['pvalue']:.3g}"
     assert rows["ipo_base"][7] == "–"  # one replicate: nothing to pool
-    # S0 Table 2: every condition, McNemar against R-resample from repair.json
+    # S0 Table 2: every condition and F0, McNemar against R-resample and F0 from repair.json
     rows = {r[0]: r for r in table_rows(md, "S0 Table 2")}
-    assert set(rows) == set(REPAIR_LABELS.values())
-    f3 = metrics("repair/r0.json")["conditions"]["F3"]
+    assert set(rows) == {F0_LABEL, *REPAIR_LABELS.values()}
+    conds = metrics("repair/r0.json")["conditions"]
+    f3 = conds["F3"]
     assert rows["F3 localized"][1] == f"{f3['success_rate']:.4f}"
-    mc = f3["mcnemar_vs_resample"]
-    assert rows["F3 localized"][6:] == [f"{mc['b']} / {mc['c']}", f"{mc['pvalue']:.3g}"]
-    assert rows["R-resample"][6] == "(reference)"
+    mc, m0 = f3["mcnemar_vs_resample"], f3["mcnemar_vs_F0"]
+    assert rows["F3 localized"][6:] == [f"{mc['b']} / {mc['c']}", f"{mc['pvalue']:.3g}",
+                                        f"{m0['b']} / {m0['c']}", f"{m0['pvalue']:.3g}"]
+    assert rows["R-resample"][6] == "(reference)" and rows[F0_LABEL][8] == "(reference)"
+    assert rows[F0_LABEL][1] == f"{conds['F0']['success_rate']:.4f}"
     # S0 Table 3: distill examples next to the distilled policy's evaluation
     rows = {r[0]: r for r in table_rows(md, "S0 Table 3")}
     assert rows["SD-R"][2] == str(metrics("distill/R/r0.json")["examples"])
@@ -163,6 +167,12 @@ def test_seed_claims_and_design_differences(complete):
         if r[6] != "–":
             assert float(r[7]) >= float(r[6])
     assert "KL term" in md and "number misuse" in md and "The teacher** has" in md
+    # the OOD caveat names the best OOD pass@16 and the smallest pooled OOD p
+    c = metrics("compare.json")
+    best = max(v["ood"]["pass@16"]["mean"] for v in c["policies"].values() if "ood" in v)
+    p_min = min(v["ood"]["k16"]["pooled"]["pvalue"] for v in c["pairs"].values()
+                if "ood" in v and v["ood"]["k16"]["pooled"].get("pvalue") is not None)
+    assert f"OOD pass@16 is {best:.3f}" in md and f"reaches p < {p_min:.2g}" in md
 
 
 def test_a_claim_of_no_change_is_not_reproduced_by_a_non_significant_test(complete):

@@ -39,7 +39,7 @@ from .results import fmt as _f
 from .results import fmt_p as _p
 from .results import get as _get
 from .results import table as _table
-from .task.prompts import REPAIR_LABELS, RESAMPLE
+from .task.prompts import NO_FEEDBACK, REPAIR_LABELS, RESAMPLE
 
 __all__ = ["IPO_SOURCES", "MissingInputs", "render_report", "report_policies"]
 
@@ -367,15 +367,25 @@ def diagnose_table(ctx: Context) -> list[str]:
         *_table(header, [[_f(m.get(key)) for key in keys]]), *ctx.figure("zero_signal")]
 
 
+F0_LABEL = "F0 no feedback (not in S0)"  # the repair table's row of the bare repair prompt
+
+
+def _mcnemar_cells(c: dict, key: str, is_reference: bool) -> list[str]:
+    mc = c.get(key)
+    if is_reference or not mc:
+        return ["(reference)" if is_reference else NA, NA]
+    return [f"{mc['b']} / {mc['c']}", _p(mc["pvalue"])]
+
+
 def _repair_row(cond: str, label: str, c: dict | None, ncols: int) -> list[str]:
-    """One S0 Table 2 row: a condition's repair outcome and its McNemar vs R-resample."""
+    """One S0 Table 2 row: a condition's repair outcome and its McNemar vs R-resample and
+    vs F0 (what the feedback's content adds over the bare repair prompt)."""
     if c is None:
         return [label, "*not run* (condition not in `repair.conditions`)", *[""] * (ncols - 2)]
-    mc = c.get("mcnemar_vs_resample")
-    test = (["(reference)", NA] if cond == RESAMPLE or not mc
-            else [f"{mc['b']} / {mc['c']}", _p(mc["pvalue"])])
     return [label, _f(c["success_rate"], 4), _f(c["successes"]), _f(c["n"]),
-            _f(c["new_error_rate"], 4), _f(c["feedback_tokens"], 2), *test]
+            _f(c["new_error_rate"], 4), _f(c["feedback_tokens"], 2),
+            *_mcnemar_cells(c, "mcnemar_vs_resample", cond == RESAMPLE),
+            *_mcnemar_cells(c, "mcnemar_vs_F0", cond == NO_FEEDBACK)]
 
 
 def repair_table(ctx: Context) -> list[str]:
@@ -385,13 +395,15 @@ def repair_table(ctx: Context) -> list[str]:
     if m is None:
         return lines + [ctx.not_run("repair.json"), "", *ctx.figure("repair")]
     header = ["condition", "success", "count", "n", "new error", "avg. feedback tokens",
-              "McNemar vs R-resample (b / c)", "p"]
+              "McNemar vs R-resample (b / c)", "p", "McNemar vs F0 (b / c)", "p vs F0"]
     rows = [_repair_row(cond, label, m["conditions"].get(cond), len(header))
-            for cond, label in REPAIR_LABELS.items()]
+            for cond, label in {NO_FEEDBACK: F0_LABEL, **REPAIR_LABELS}.items()]
     return lines + [
         (f"{m.get('n_attempts', NA)} fixed failed attempts of the SFT policy, each repaired "
          f"under every condition ({m.get('k', NA)} sample(s) each); McNemar on the matched "
-         "attempts (b = repaired by the condition only, c = by R-resample only)."), "",
+         "attempts (b = repaired by the condition only, c = by the reference only). F0, not in "
+         "S0, is the repair prompt with the feedback slot empty: F_i vs F0 is what the "
+         "feedback's content adds, F0 vs R-resample what the repair format does."), "",
         *_table(header, rows), *ctx.figure("repair")]
 
 
@@ -548,6 +560,23 @@ def _teacher_caveat(ctx: Context) -> list[str]:
                              if margin <= 0 else ".")]
 
 
+def _ood_caveat(ctx: Context) -> list[str]:
+    """#25.7: say so when the OOD split cannot tell the policies apart at this model size."""
+    compare = ctx.inp.compare or {}
+    key = f"pass@{ctx.kmax}"
+    best = max(((_get(v, "ood", key, "mean"), p) for p, v in compare.get("policies", {}).items()
+                if _get(v, "ood", key, "mean") is not None), default=None)
+    ps = [_get(v, "ood", f"k{ctx.kmax}", "pooled", "pvalue")
+          for v in compare.get("pairs", {}).values()]
+    ps = [p for p in ps if p is not None]
+    if best is None or not ps:
+        return []
+    return [(f"- **The OOD split** (3 numbers, targets beyond training's): the best policy's "
+             f"OOD {key} is {best[0]:.3f} (`{best[1]}`, mean over replicates) and no pooled OOD "
+             f"comparison reaches p < {min(ps):.2g}, so at this model size the OOD column "
+             "measures almost nothing; it stays in the headline for larger students.")]
+
+
 def caveats_section(ctx: Context) -> list[str]:
     """#17.8: where this run's design departs from the seeds, and what that does."""
     lines = ["## Design differences from the seeds", ""]
@@ -576,7 +605,7 @@ def caveats_section(ctx: Context) -> list[str]:
                      f"and train on {opd['groups']} prompt groups each, against RLOO's "
                      f"{rloo['groups']} (S4 gives them comparable budgets); where that is far "
                      "less, read their rows as a check of the method, not as S4's comparison.")
-    lines += _teacher_caveat(ctx)
+    lines += _teacher_caveat(ctx) + _ood_caveat(ctx)
     strategies = sorted(_get(ctx.data.get("teacher_traces.json"), "yield_by_strategy")
                          or {})
     if strategies:
