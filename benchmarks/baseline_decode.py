@@ -1,7 +1,8 @@
 """Today's decode loop, frozen: the baseline `bench_sampling.py` measures the current one
-against, in the same run. A verbatim copy of `countdown_rlvr/sampling.py`'s `_pick`,
-`_forward`, `_take` and `_decode` at commit 80f3c41 (the loop of the committed run), with
-the HF-forward fallback removed (the benchmark drives Qwen2-layout models only).
+against, in the same run. A verbatim copy of `countdown_rlvr/sampling.py`'s `_forward`,
+`_take` and `_decode` at commit 80f3c41 (the loop of the committed run), with the HF-forward
+fallback removed (the benchmark drives Qwen2-layout models only); the token choice (`pick`,
+temperature / top-k / top-p from one uniform per row) is the package's, unchanged since.
 Not imported by the package; do not edit (its point is to stay what it was).
 """
 
@@ -13,37 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from countdown_rlvr.decode import SamplerParams
+from countdown_rlvr.decode import pick as _pick  # the same token choice in both loops
 
 COMPACT_AT = 0.25
-
-
-def _pick(logits: torch.Tensor, u: torch.Tensor | None, sp: SamplerParams,
-          want_logp: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """[b, V] float logits -> ([b] token ids, [b] log-probs or None).
-
-    Temperature, then top-k, then top-p (HF's and vLLM's order and rules, but on the k
-    candidates only: no full-vocabulary sort or mask per step). Greedy = argmax, with
-    log-probs of the untempered, untruncated model.
-    """
-    if sp.greedy:
-        tok = logits.argmax(-1)
-        logp = torch.log_softmax(logits, -1).gather(1, tok[:, None]).squeeze(1) if want_logp else None
-        return tok, logp
-    V = logits.shape[-1]
-    k = sp.top_k if 0 < sp.top_k < V else V
-    vals, idx = (logits / sp.temperature).topk(k, -1)  # sorted, most likely first
-    if sp.top_p < 1.0:  # HF TopP: drop a token once the mass ranked above it reaches top_p
-        probs = vals.softmax(-1)
-        drop = probs.cumsum(-1) - probs >= sp.top_p
-        drop[:, 0] = False
-        vals = vals.masked_fill(drop, -math.inf)
-    logp_all = torch.log_softmax(vals, -1)
-    cdf = logp_all.exp().cumsum(-1)
-    j = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
-    j = torch.minimum(j, (vals > -math.inf).sum(-1) - 1)  # float edge: never a dropped one
-    tok = idx.gather(1, j[:, None]).squeeze(1)
-    logp = logp_all.gather(1, j[:, None]).squeeze(1) if want_logp else None
-    return tok, logp
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
