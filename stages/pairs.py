@@ -46,7 +46,7 @@ def main() -> None:
     teacher = _samples(pd.read_parquet(TEACHER).query("problem_id in @ids"), prompts)
     # the base model's own failures on these prompts: the "base-model rejected" source
     base_df = evaluate_policy(load_model(BASE), problems, cfg.base_k, cfg.base_sampler.as_dict(),
-                              [cfg.seed], style, progress=False)
+                              [cfg.seed], style, batch_size=cfg.batch_size, progress=False)
     base = _samples(base_df, prompts)
     rng = random.Random(cfg.seed)
     correct = solver + [s for s in teacher if s["correct"]]

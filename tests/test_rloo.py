@@ -24,6 +24,7 @@ from countdown_rlvr.train.rloo import (
     reference_logprobs,
     step_problems,
     train_rloo,
+    zero_std_weights,
 )
 from countdown_rlvr.train.sft import collate, encode, train_sft
 
@@ -173,6 +174,66 @@ def test_length_sorted_micro_batches_give_the_whole_batch_gradient(tiny_dir, one
     for a, b in zip(grads(whole), grads(chunks)):
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
     assert any(a.abs().sum() > 0 for a in grads(whole))
+
+
+def test_zero_std_weights_choose_whole_flat_groups_at_rate_keep():
+    """Informative groups always enter the update with weight 1; of the Z flat ones a seeded
+    ceil(keep * Z) do, weighted Z / ceil(keep * Z), each flat group equally often."""
+    rewards = torch.tensor([[0.0, 0, 0, 0], [0, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0],
+                            [0, 0, 0, 0], [0.1, 0.1, 0.1, 0.1]])  # flat: groups 0, 2, 3, 4, 5
+    assert torch.equal(zero_std_weights(rewards, 1.0, 0, 0), torch.ones(24))
+    counts = torch.zeros(6)
+    for step in range(500):
+        w = zero_std_weights(rewards, 0.25, 0, step).view(6, 4)
+        assert torch.equal(w, zero_std_weights(rewards, 0.25, 0, step).view(6, 4))  # seeded
+        assert (w == w[:, :1]).all() and (w[1] == 1).all()  # whole groups
+        kept = w[:, 0] > 0
+        flat_kept = kept & (torch.arange(6) != 1)
+        assert int(flat_kept.sum()) == 2 and torch.all(w[flat_kept] == 2.5)  # ceil(5 / 4) = 2
+        counts += kept.float()
+    assert counts[1] == 500
+    assert all(abs(c - 200) < 45 for c in counts[[0, 2, 3, 4, 5]].tolist())  # 2 of 5 each step
+    chunks = micro_batches(torch.tensor([3, 9, 5, 7]), 2, torch.tensor([1.0, 0, 2, 1]))
+    assert [c.tolist() for c in chunks] == [[3, 2], [0]]  # weighted rows, longest first
+    assert micro_batches(torch.tensor([3, 9, 5, 7]), None, torch.tensor([0.0, 0, 0, 0])) == []
+
+
+def test_leaving_out_flat_groups_keeps_the_expected_gradient(tiny_dir, one_thread):
+    """Averaged over every choice `zero_std_weights` can make, the gradient of the weighted
+    update equals the whole batch's (KL and entropy terms on, a reference that differs): the
+    subsampled loss is unbiased, and each choice forwards only the rows it keeps."""
+    model, tok = load_model(tiny_dir)
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+    g = torch.Generator().manual_seed(0)
+    lengths = [[3, 12, 5, 16], [1, 9, 7, 14], [4, 6, 2, 8]]
+    samples = [[Sample(text="", token_ids=torch.randint(10, model.config.vocab_size, (n,),
+                                                        generator=g).tolist(),
+                       n_tokens=n, finish_reason="stop", logprobs=[-2.0] * n) for n in group]
+               for group in lengths]
+    ro = pack_rollouts(tok, [PROMPT, PROMPT, PROMPT], samples, "cpu")
+    adv = torch.cat([torch.zeros(4), torch.randn(4, generator=g), torch.zeros(4)])  # 0, 2 flat
+    cfg = rl({"kl_coef": 0.1, "entropy_coef": 0.01, "micro_batch": 3})
+
+    def grads(weight):
+        r = ro._replace(weight=weight)
+        chunks = micro_batches(r.mask.sum(-1), 3, weight)
+        model.zero_grad()
+        ref_logp = reference_logprobs(ref, r, chunks, 1.0)
+        for c in chunks:
+            _loss(model, r, c, adv, ref_logp, None, cfg, _Sums()).backward()
+        return [p.grad.clone() for p in model.parameters()], sum(len(c) for c in chunks)
+
+    full, n_full = grads(torch.ones(12))
+    one, two = torch.tensor([2.0] * 4 + [1] * 4 + [0] * 4), torch.tensor([0.0] * 4 + [1] * 8)
+    two[8:] = 2.0
+    (ga, na), (gb, nb) = grads(one), grads(two)  # keep 0.5 of 2 flat groups: one each, x2
+    assert (n_full, na, nb) == (12, 8, 8)
+    for f, a, b in zip(full, ga, gb):
+        assert torch.allclose(f, (a + b) / 2, rtol=1e-4, atol=1e-6)
+    assert any(not torch.allclose(f, a, rtol=1e-4, atol=1e-6) for f, a in zip(full, ga))
 
 
 def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):

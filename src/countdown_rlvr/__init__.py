@@ -29,3 +29,8 @@ def _shared_cores() -> bool:
 # an explicit OMP_WAIT_POLICY wins.
 if "OMP_WAIT_POLICY" not in os.environ and _shared_cores():
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+# Large CPU tensors (the sampler's KV cache, training activations) in 2 MB pages: fresh
+# memory is faulted in 512x fewer times (a KV-cache compaction into new memory ran 2.4x
+# faster, an SFT step ~8%). PyTorch reads this when it loads; an explicit value wins.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")

@@ -133,6 +133,7 @@ RULES: dict[str, Rule] = {
     "beta": RATE, "rpo_alpha": number(0), "kl_coef": number(0), "is_clip": RATE,
     "entropy_coef": number(0), "distill_coef": number(0), "rl_coef": number(0),
     "distill_temperature": RATE, "curriculum": flag, "curriculum_threshold": FRACTION,
+    "zero_std_keep": number(0, True, 1),
     # copies of train.losses.LOSS_AGGREGATIONS, traces.STRATEGY_HINTS / STYLES and
     # model.TINY_PRESETS (tests/test_config.py checks they agree)
     "loss_agg": choice("sum", "mean"), "reward": choice("binary", "format", "shaped"),
@@ -365,12 +366,13 @@ class RL(Optim, Adapter):
     rl_coef: float  # lambda_RL: weight of the policy-gradient term
     ppo_epochs: int  # updates per batch of rollouts (> 1 makes the IS weight matter)
     micro_batch: int | None  # sequences per forward/backward; null = all
+    zero_std_keep: float  # share of zero-std groups in the update, weighted 1 / keep; 1 = all
     curriculum: bool  # S1 Alg. 1: success-gated tiers of (operand count, target bin)
     curriculum_target_bins: int  # target-magnitude bins per operand count
     curriculum_window: int  # steps of rollout accuracy averaged before a tier unlocks
     curriculum_threshold: float  # windowed pass rate that unlocks the next tier
     n_problems: int | None  # prompt pool: the first N train problems (null = all)
-    gen_batch_size: int  # sequences per generate call (part of the sampling seed)
+    gen_batch_size: int  # sequences per generate call (speed and memory only)
     sampler: Sampler  # the rollout sampler
 
 
@@ -467,6 +469,7 @@ class Pairs:
     max_per_source: int | str | None  # cap per source: an integer, min, or null (no cap)
     base_k: int  # base-model samples per problem (the `base` source)
     base_sampler: Sampler  # the base model's sampler
+    batch_size: int  # sequences per generate call of the base model's sampling
 
 
 @dataclass(frozen=True)

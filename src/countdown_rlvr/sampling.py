@@ -14,11 +14,11 @@ The HF backend is our own decode loop (`countdown_rlvr.decode`) over a prealloca
 cache; models of another layout go through HF's forward instead. Finished rows leave the
 batch, which `generate` cannot do.
 
-Determinism: each batch (`batch_size` rows of the prompt-major (prompt, sample) list) draws
-a [rows, max_new_tokens] block of uniforms from its own torch.Generator seeded from
-(seed, batch index); a row's t-th token is the inverse CDF of the processed distribution
-(candidates by descending probability) at its u[row, t]. So the same (seed, batch_size)
-gives the same samples whatever ran before, a row's samples do not depend on when the
+Determinism: a call draws one [samples, max_new_tokens] block of uniforms, in the
+prompt-major (prompt, sample) order, from its own torch.Generator seeded from the seed; a
+sample's t-th token is the inverse CDF of the processed distribution (candidates by
+descending probability) at its u[sample, t]. So the same seed gives the same samples
+whatever ran before, a sample's draws depend neither on the batch size nor on when the
 other rows finish, and the caller's RNG state is left untouched. vLLM seeds every prompt
 from (seed, prompt index); vLLM gives each of the n children its own seed.
 """
@@ -36,7 +36,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import GenerationConfig
 
-from .decode import SamplerParams, decode, decoder_layers, fast_path_model
+from .decode import KVStore, SamplerParams, decode, decoder_layers, fast_path_model
 from .model import SETTINGS, ModelRef, load_model, merge_adapter, render_prompts
 
 BACKENDS = ("hf", "vllm")
@@ -143,18 +143,22 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
     tok.padding_side = "left"  # decoder-only: new tokens must follow the prompt directly
     fast = fast_path_model(model)
     layers = decoder_layers(fast) if fast is not None else None  # once for every batch
+    store = KVStore()  # one cache for every batch
+    # one uniform per (sample, step), drawn up front in (prompt, sample) order: a sample's
+    # draws do not depend on the batch size
+    gen = torch.Generator(device=device).manual_seed(derive_seed(seed, 0))
+    u_all = None if sp.greedy else torch.rand(len(jobs), sp.max_new_tokens, generator=gen,
+                                              device=device)
     try:
         starts = range(0, len(jobs), batch_size)
-        for b, start in enumerate(tqdm(starts, desc="generate", disable=not progress)):
+        for start in tqdm(starts, desc="generate", disable=not progress):
             batch = jobs[start:start + batch_size]
             enc = tok(render_prompts(tok, [prompts[i] for i, _ in batch]), return_tensors="pt",
                       padding=True)
-            gen = torch.Generator(device=device).manual_seed(derive_seed(seed, b))
-            u = None if sp.greedy else torch.rand(len(batch), sp.max_new_tokens,
-                                                  generator=gen, device=device)
+            u = None if u_all is None else u_all[start:start + batch_size]
             new, lps = decode(model, enc["input_ids"].to(device),
                               enc["attention_mask"].to(device), sp, eos, pad, u,
-                              return_logprobs, layers)
+                              return_logprobs, layers, store)
             new = new.cpu().tolist()
             lps = lps.cpu().tolist() if lps is not None else None
             for row, (i, j) in enumerate(batch):

@@ -144,6 +144,7 @@ class Rollouts(NamedTuple):
     mask: torch.Tensor  # [B, C] float, 1 on completion tokens (EOS included)
     sampler_logp: torch.Tensor  # [B, C] log mu(token) as the sampler drew it, 0 on padding
     teacher: tuple | None  # (input_ids, attention_mask, start) with the teacher's prompts
+    weight: torch.Tensor  # [B] row weight in the update: 0 = left out (`zero_std_weights`)
 
 
 def pack_rollouts(tok, prompts: list[str], samples: list[list], device,
@@ -163,7 +164,8 @@ def pack_rollouts(tok, prompts: list[str], samples: list[list], device,
     for b, s in enumerate(flat):
         sampler_logp[b, :len(s.logprobs)] = torch.tensor(s.logprobs)
     return Rollouts(input_ids, attn, start, attn[:, start:].float(), sampler_logp,
-                    rows(teacher_prompts) if teacher_prompts is not None else None)
+                    rows(teacher_prompts) if teacher_prompts is not None else None,
+                    torch.ones(len(flat), device=device))
 
 
 class _Sums:
@@ -218,18 +220,43 @@ def rollout_temperature(cfg: RL) -> float:
     return t if t > 0 else 1.0
 
 
-def micro_batches(lengths: torch.Tensor, size: int | None) -> list:
+def micro_batches(lengths: torch.Tensor, size: int | None, weight: torch.Tensor | None = None) -> list:
     """Row selections of one step's micro-batches, for completion `lengths` [B].
 
-    One micro-batch (size null or >= B): every row in order, `slice(0, B)`. Several: rows sorted
-    by length (longest first, stable) and cut into `size`-row chunks, so that each chunk is cut
-    to its own longest completion (`_width`) instead of the step's: rollout lengths vary several
-    fold, and in a mixed chunk most of the compute would go to padding."""
+    One micro-batch (size null or >= B, every row weighted): every row in order, `slice(0, B)`.
+    Otherwise the rows of nonzero `weight` sorted by length (longest first, stable) and cut
+    into `size`-row chunks, so that each chunk is cut to its own longest completion (`_width`)
+    instead of the step's: rollout lengths vary several fold, and in a mixed chunk most of
+    the compute would go to padding. No row weighted: no micro-batch (nothing to update)."""
     B = len(lengths)
-    if size is None or size >= B:
-        return [slice(0, B)]
-    order = torch.argsort(lengths, descending=True, stable=True)
-    return [order[i:i + size] for i in range(0, B, size)]
+    if weight is None or bool((weight > 0).all()):
+        if size is None or size >= B:
+            return [slice(0, B)]
+        rows = torch.arange(B, device=lengths.device)
+    else:
+        rows = (weight > 0).nonzero().squeeze(1)
+    order = rows[torch.argsort(lengths[rows], descending=True, stable=True)]
+    size = size or max(len(order), 1)
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def zero_std_weights(rewards: torch.Tensor, keep: float, seed: int, step: int) -> torch.Tensor:
+    """Row weights [P * G] (prompt-major) of one step's update, for rewards [P, G].
+
+    A group whose rewards are all equal (zero std) has advantage 0 on every row: its rows add
+    no policy gradient, only the KL and entropy terms. Of the Z such groups a seeded uniform
+    choice of ceil(keep * Z) enters the update, each row weighted Z / ceil(keep * Z) (the
+    inverse of its chance to be chosen); every other row has weight 1. The weighted loss is
+    then an unbiased estimate of the whole batch's loss, at a fraction of its forward /
+    backward cost when most groups are flat. keep = 1: every row, weight 1 (exact)."""
+    P, G = rewards.shape
+    w = torch.ones(P)
+    flat = (rewards == rewards[:, :1]).all(dim=1).nonzero().flatten().tolist()
+    if keep < 1 and flat:
+        chosen = random.Random(derive_seed(seed, step, 2)).sample(flat, math.ceil(keep * len(flat)))
+        w[flat] = 0.0
+        w[chosen] = len(flat) / len(chosen)
+    return w.repeat_interleave(G)
 
 
 def _width(ro: Rollouts, c) -> int:
@@ -261,7 +288,10 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
     L = _width(ro, c)
     cols = ro.start + L
     m, targets = ro.mask[c, :L], ro.input_ids[c, ro.start:cols]
-    n_tok, n_seq = m.sum().item(), m.shape[0]
+    # a row's weight (`zero_std_weights`) scales its token terms; a row weighted other than 1
+    # has advantage 0, so its policy-gradient term is 0 whatever the weight
+    mw = m * ro.weight[c, None]
+    n_tok, n_seq = mw.sum().item(), m.shape[0]
     # this micro-batch's share of the batch's sequences and of its response tokens
     seq_w, tok_w = n_seq / ro.mask.shape[0], n_tok / max(ro.mask.sum().item(), 1)
     logits = completion_logits(model, ro.input_ids[c, :cols], ro.attention_mask[c, :cols], ro.start)
@@ -274,7 +304,7 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
     # from this micro-batch's tokens to the batch's before the whole is scaled by seq_w.
     per_token = tok_w / seq_w
     loss, st = rloo_policy_loss(
-        logp, m, adv[c] * float(cfg.rl_coef), is_weight=w.weight,
+        logp, mw, adv[c] * float(cfg.rl_coef), is_weight=w.weight,
         ref_logp=None if ref_logp is None else ref_logp[c, :L], entropy=ent,
         kl_coef=float(cfg.kl_coef) * per_token,
         entropy_coef=float(cfg.entropy_coef) * per_token, agg=cfg.loss_agg)
@@ -283,7 +313,7 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
         with torch.no_grad():
             t_logits = completion_logits(teacher, t_ids[c, :t_start + L], t_attn[c, :t_start + L],
                                          t_start)
-        fkl = forward_kl(t_logits, logits, m, float(cfg.distill_temperature)).sum() / max(n_tok, 1)
+        fkl = forward_kl(t_logits, logits, mw, float(cfg.distill_temperature)).sum() / max(n_tok, 1)
         loss = loss + float(cfg.distill_coef) * per_token * fkl
         sums.add("forward_kl", fkl.item() * n_tok, n_tok)
     share = loss * seq_w
@@ -302,21 +332,26 @@ def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerat
     """Alg. 1 lines 1-2: this process's share of one step's rollouts, G per prompt, as
     (Rollouts, diagnostics sums, advantages [B] prompt-major, generated tokens).
 
-    Every process draws the step's rollouts exactly as a single process does (one call, one
-    seed) and keeps its share, so the run does not depend on the process count; the update
+    Every process draws and scores the step's rollouts exactly as a single process does (one
+    call, one seed; the flat groups left out of the update are chosen over all of them) and
+    keeps its share, so the run does not depend on the process count; the update
     (forward/backward, the memory-heavy part) is what the processes split."""
     rank, n_proc = accelerator.process_index, accelerator.num_processes
     every = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in chosen]
     samples = generate((policy, tok), every, n=cfg.group_size, sampler=cfg.sampler.as_dict(),
                        seed=derive_seed(cfg.seed, step, 0), return_logprobs=True,
-                       batch_size=cfg.gen_batch_size, progress=False)[rank::n_proc]
-    local, prompts = chosen[rank::n_proc], every[rank::n_proc]
-    n_tokens = sum(s.n_tokens for group in samples for s in group)
+                       batch_size=cfg.gen_batch_size, progress=False)
     verdicts = [[verify(s.text, p["numbers"], p["target"]) for s in group]
-                for p, group in zip(local, samples)]
+                for p, group in zip(chosen, samples)]
     reward_fn = get_reward(cfg.reward)
     rewards = torch.tensor([[reward_fn(v, p["target"]) for v in vs]
-                            for p, vs in zip(local, verdicts)], dtype=torch.float32)
+                            for p, vs in zip(chosen, verdicts)], dtype=torch.float32)
+    weight = zero_std_weights(rewards, float(cfg.zero_std_keep), cfg.seed, step)
+    # this process's share: prompts rank, rank + n_proc, ...
+    mine = slice(rank, None, n_proc)
+    samples, prompts, verdicts, rewards = samples[mine], every[mine], verdicts[mine], rewards[mine]
+    weight = weight.view(len(chosen), -1)[mine].flatten()
+    n_tokens = sum(s.n_tokens for group in samples for s in group)
     correct = torch.tensor([[float(v.correct) for v in vs] for vs in verdicts])
     adv = rloo_advantages(rewards).flatten().to(accelerator.device)  # [B], prompt-major
     t_prompts = None
@@ -324,13 +359,18 @@ def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerat
         hint = cfg.teacher_strategy
         t_prompts = prompts if hint is None else [strategy_prompt(p, hint) for p in prompts]
     ro = pack_rollouts(tok, prompts, samples, accelerator.device, t_prompts)
+    ro = ro._replace(weight=weight.to(accelerator.device))
     return ro, group_sums(rewards, correct, adv.cpu(), ro.mask.cpu()), adv, n_tokens
 
 
 def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_model, teacher,
            cfg: RL, sums: _Sums) -> None:
-    """Alg. 1 lines 3-11: ppo_epochs optimizer steps on one batch of rollouts, micro-batched."""
-    chunks = micro_batches(ro.mask.sum(-1), cfg.micro_batch)
+    """Alg. 1 lines 3-11: ppo_epochs optimizer steps on one batch of rollouts, micro-batched.
+    Rows of weight 0 are skipped in a single process; under N processes every row is
+    computed (weight 0 still leaves it out of the loss), because DDP needs every process to
+    run as many backward passes."""
+    skip = ro.weight if accelerator.num_processes == 1 else None
+    chunks = micro_batches(ro.mask.sum(-1), cfg.micro_batch, skip)
     # the reference is fixed within a step: one forward, no grad
     ref_logp = (None if ref_model is None else
                 reference_logprobs(ref_model, ro, chunks, rollout_temperature(cfg)))
