@@ -1,23 +1,27 @@
-"""Sampling throughput at the evaluation geometry: the current decode loop
-(`countdown_rlvr.decode`, what `sampling.generate` runs) against the previous one, frozen in
-benchmarks/baseline_decode.py, side by side in one run on the same prompts and uniforms.
+"""Sampling throughput at the evaluation geometry: the current sampler (`countdown_rlvr.decode`
+as `sampling.generate` drives it) against the previous one (the loop frozen in
+benchmarks/baseline_decode.py, at the previous batch size and seeding), in one run on the same
+prompts.
 
 Geometry (params.yaml): a trained policy (default data/models/sft/r0; an untrained tiny
 student if that is missing, whose rows rarely stop before max_new_tokens), test prompts
-(data/problems/test.jsonl, else made ones), `evaluate.n` samples each, the `sampler`
-section (T 0.6, top-p 0.95, top-k 20, 256 new tokens) and `evaluate.batch_size`, at the
-process's thread count (one per core). Rows:
+(data/problems/test.jsonl, else made ones), `evaluate.n` samples each and the `sampler`
+section (T 0.6, top-p 0.95, top-k 20, 256 new tokens), at the process's thread count (one per
+core). Rows:
 
-  baseline          the previous loop (module calls, SDPA per decode step), whole batch
-  decode            the current loop (fused projections, inlined norms, decode attention
-                    as two matmuls): what `generate` runs
-  hf generate       transformers' `model.generate` (--with-generate; slow)
+  previous, batch 256    the loop before this change as the pipeline ran it: batches of 256
+                         (the old `evaluate.batch_size`), uniforms drawn per batch
+  previous, batch N      the same loop at the current batch size N (`evaluate.batch_size`)
+  current, batch N       what `generate` runs now: one prompt forward per distinct prompt, a
+                         KV store reused across batches, uniforms drawn once per call
+  hf generate            transformers' `model.generate` at batch N (--with-generate; slow)
 
 They run interleaved (A B C A B C ...) for --repeats rounds and the table shows medians.
-Before timing, each current row is checked against the baseline on the same uniforms, at
-the evaluation temperature and at temperature 0: "same tokens" must say yes.
+Before timing, "same tokens" checks each row against the first on greedy decoding (T 0: the
+same tokens whatever the batch size and seeding) and, where the uniforms are the same (the
+two rows at batch N), at the evaluation temperature too.
 
-    python benchmarks/bench_sampling.py [--model data/models/sft/r0] [--prompts 64]
+    python benchmarks/bench_sampling.py [--model data/models/sft/r0] [--prompts 128]
         [--repeats 3] [--with-generate]
 
 tokens/s counts completion tokens up to and including EOS (a sample's n_tokens).
@@ -40,41 +44,61 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 import baseline_decode
 
-from countdown_rlvr.decode import decode, decoder_layers
+from countdown_rlvr.decode import KVStore, decode, decoder_layers
 from countdown_rlvr.model import build_tiny, load_model, render_prompts
 from countdown_rlvr.sampling import SAMPLER_KEYS, derive_seed, sampler_params
 from countdown_rlvr.task.prompts import solve_prompt
 
+PREVIOUS_BATCH = 256  # evaluate.batch_size before this change
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def batches(pair, prompts, n, sp, batch_size, seed=0):
-    """(input_ids, attention_mask, u) per batch, exactly as `sampling.generate` builds them."""
+def batches(pair, prompts, n, sp, batch_size, previous: bool, seed=0):
+    """(input_ids, attention_mask, u) per batch, as `sampling.generate` builds them: now,
+    prompts shortest first and uniforms from one generator per call, row (prompt, sample);
+    before, prompts in order and one generator per batch, seeded (seed, batch index)."""
     _, tok = pair
     tok.padding_side = "left"
-    jobs = [p for p in prompts for _ in range(n)]
+    rendered = render_prompts(tok, prompts)
+    order = range(len(prompts)) if previous else sorted(
+        range(len(prompts)), key=[len(x) for x in tok(rendered).input_ids].__getitem__)
+    jobs = [(i, j) for i in order for j in range(n)]
+    u_all = None if sp.greedy or previous else torch.rand(
+        len(jobs), sp.max_new_tokens, generator=torch.Generator().manual_seed(derive_seed(seed, 0)))
     out = []
     for b, start in enumerate(range(0, len(jobs), batch_size)):
         rows = jobs[start:start + batch_size]
-        enc = tok(render_prompts(tok, rows), return_tensors="pt", padding=True)
-        gen = torch.Generator().manual_seed(derive_seed(seed, b))
-        u = None if sp.greedy else torch.rand(len(rows), sp.max_new_tokens, generator=gen)
+        enc = tok([rendered[i] for i, _ in rows], return_tensors="pt", padding=True)
+        if sp.greedy:
+            u = None
+        elif previous:
+            gen = torch.Generator().manual_seed(derive_seed(seed, b))
+            u = torch.rand(len(rows), sp.max_new_tokens, generator=gen)
+        else:
+            u = u_all[[i * n + j for i, j in rows]]
         out.append((enc["input_ids"], enc["attention_mask"], u))
+    return out, jobs
+
+
+def in_order(news: list[torch.Tensor], jobs: list[tuple[int, int]], n: int) -> torch.Tensor:
+    """The batches' new ids as one [samples, L] tensor in (prompt, sample) order."""
+    flat = torch.cat(news)
+    out = torch.empty_like(flat)
+    out[[i * n + j for i, j in jobs]] = flat
     return out
 
 
-def run(fn, pair, work, sp):
-    """[all new ids] of `fn` over the batches; fn(model, ids, mask, sp, eos, pad, u, lp, layers)."""
+def run(impl: str, pair, work, sp):
+    """[new ids per batch] of one implementation over the batches."""
     model, tok = pair
-    layers = decoder_layers(model)
-    return [fn(model, ids, mask, sp, [tok.eos_token_id], tok.pad_token_id, u, False, layers)[0]
+    eos, pad = [tok.eos_token_id], tok.pad_token_id
+    if impl == "previous":
+        return [baseline_decode._decode(model, ids, mask, sp, eos, pad, u, False)[0]
+                for ids, mask, u in work]
+    layers, store = decoder_layers(model), KVStore()  # as `generate`: once per call
+    return [decode(model, ids, mask, sp, eos, pad, u, False, layers, store)[0]
             for ids, mask, u in work]
-
-
-IMPLEMENTATIONS = {
-    "baseline": lambda m, i, a, sp, e, p, u, lp, layers: baseline_decode._decode(m, i, a, sp, e, p, u, lp),
-    "decode": decode,
-}
 
 
 def n_tokens(news, eos: int) -> int:
@@ -124,7 +148,7 @@ def main() -> None:
     ap.add_argument("--model", default=None)
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
     ap.add_argument("--problems", default=str(ROOT / "data/problems/test.jsonl"))
-    ap.add_argument("--prompts", type=int, default=64, help="first N test problems")
+    ap.add_argument("--prompts", type=int, default=128, help="first N test problems")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--with-generate", action="store_true", help="also time HF generate")
     args = ap.parse_args()
@@ -138,38 +162,43 @@ def main() -> None:
     pair, name = load(args.model)
     pair[0].eval()
     eos = pair[1].eos_token_id
-    work = batches(pair, prompts, n, sp, bs)
+    rows = {f"previous, batch {PREVIOUS_BATCH}": ("previous", PREVIOUS_BATCH, True),
+            f"previous, batch {bs}": ("previous", bs, False),
+            f"current, batch {bs}": ("current", bs, False)}  # (loop, batch size, old batching)
     greedy = sampler_params({**params["sampler"], "temperature": 0})
-    work0 = batches(pair, prompts[:max(1, bs // n)], n, greedy, bs)  # one batch at T 0
     same = {}
-    for impl, fn in IMPLEMENTATIONS.items():  # also the warm-up
-        same[impl] = all(torch.equal(a, b) for w, s in ((work, sp), (work0, greedy))
-                         for a, b in zip(run(fn, pair, w, s),
-                                         run(IMPLEMENTATIONS["baseline"], pair, w, s)))
-    runs = dict(IMPLEMENTATIONS)
+    for row, (impl, size, per_batch) in rows.items():  # also the warm-up
+        same[row] = {}
+        for temp, s in (("T 0", greedy), (f"T {sp.temperature:g}", sp)):
+            if temp != "T 0" and size != bs:
+                continue  # other uniforms: the same distribution (tests), not the same tokens
+            (work, jobs), (ref, ref_jobs) = (
+                batches(pair, prompts[:max(1, 2 * bs // n)], n, s, b, p)
+                for b, p in ((size, per_batch), (bs, False)))
+            same[row][temp] = torch.equal(in_order(run(impl, pair, work, s), jobs, n),
+                                          in_order(run("previous", pair, ref, s), ref_jobs, n))
+    runs = {row: (impl, batches(pair, prompts, n, sp, size, per_batch)[0])
+            for row, (impl, size, per_batch) in rows.items()}
     if args.with_generate:
-        runs["hf generate"] = None
-    print(f"model: {name}; {len(prompts)} prompts x n={n}, batch {bs}, sampler {sp}, "
+        runs["hf generate"] = ("generate", batches(pair, prompts, n, sp, bs, False)[0])
+    print(f"model: {name}; {len(prompts)} prompts x n={n}, sampler {sp}, "
           f"{torch.get_num_threads()} threads, {args.repeats} interleaved rounds (medians)\n")
     rates: dict[str, list[float]] = {k: [] for k in runs}
     tokens: dict[str, int] = {}
     for _ in range(args.repeats):
-        for impl, fn in runs.items():
+        for row, (impl, work) in runs.items():
             t0 = time.perf_counter()
-            news = hf_generate(pair, work, sp) if fn is None else run(fn, pair, work, sp)
+            news = hf_generate(pair, work, sp) if impl == "generate" else run(impl, pair, work, sp)
             dt = time.perf_counter() - t0
-            tokens[impl] = n_tokens(news, eos)
-            rates[impl].append(tokens[impl] / dt)
-    base = statistics.median(rates["baseline"])
-    header = (f"{'implementation':<16} {'tokens':>8} {'tokens/s':>9} {'vs baseline':>11} "
-              f"{'same tokens':>11}")
-    print(header)
-    print("-" * len(header))
-    for impl in runs:
-        r = statistics.median(rates[impl])
-        print(f"{impl:<16} {tokens[impl]:>8} {r:>9.0f} {r / base:>10.2f}x "
-              f"{('yes' if same[impl] else 'NO') if impl in same else '-':>11}"
-              f"  (rounds: {', '.join(f'{x:.0f}' for x in rates[impl])})")
+            tokens[row] = n_tokens(news, eos)
+            rates[row].append(tokens[row] / dt)
+    base = statistics.median(rates[next(iter(runs))])
+    print("| sampler | tokens | tokens/s | vs previous pipeline | same tokens as previous |")
+    print("| --- | --- | --- | --- | --- |")
+    for row in runs:
+        r = statistics.median(rates[row])
+        check = ", ".join(f"{t}: {'yes' if ok else 'NO'}" for t, ok in same.get(row, {}).items())
+        print(f"| {row} | {tokens[row]} | {r:,.0f} | {r / base:.2f}x | {check or '-'} |")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 policy. SFT from the SFT policy on (plain solve prompt, successful repaired completion)
 pairs of that condition; `evaluate` then samples it without feedback like any policy.
 
-    python stages/distill.py <condition> <seed>   # one of distill.conditions (F1 ... Fshuf, R)
-                                                  # and of replicates.seeds
+    python stages/distill.py <condition> <seed>   # one of distill.conditions (R) and of
+                                                  # replicates.seeds; or one of
+                                                  # distill.first_replicate_conditions (F1 ...
+                                                  # Fshuf) and the first seed (`distill_first@`)
 
 A condition without a single successful repair trains nothing: the SFT policy is saved
 unchanged, the metrics say `trained: false, examples: 0`, and the pipeline goes on.
@@ -27,10 +29,11 @@ from countdown_rlvr.train.sft import fit_sft
 
 def main(argv: list[str]) -> None:
     params, cfg, r = load_replicate_stage("distill", Distill, argv[1] if len(argv) == 2 else None)
-    conds = cfg.conditions
+    conds = cfg.all_conditions()
     if argv[0] not in conds or argv[0] not in CONDITIONS:
         raise io.StageError("distill", f"usage: python stages/distill.py <condition> <seed> with "
-                                       f"<condition> one of distill.conditions {conds} (valid: "
+                                       f"<condition> one of distill.conditions / "
+                                       f"distill.first_replicate_conditions {conds} (valid: "
                                        f"{', '.join(CONDITIONS)})")
     cond = argv[0]
     policy, repairs_file = model_dir("sft", r), f"data/repair/{tag(r)}/repairs.parquet"

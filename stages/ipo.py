@@ -1,9 +1,11 @@
-"""Stage `ipo@<source>`: IPO from the SFT policy on one pairs source (S1 §3.1.3, Table 1).
+"""Stage `ipo@<source>-<seed>`: IPO from the SFT policy on one pairs source (S1 §3.1.3, Table 1).
 
     python stages/ipo.py <source> <replicate seed>   # an entry of `ipo.sources`, of `replicates.seeds`
 
 DVC runs one stage per entry of `ipo.sources` and replicate seed (matrix), so S1's source
-comparison comes out of one `dvc repro`, once per training draw. The reference is the SFT policy, frozen. Also runs under
+comparison comes out of one `dvc repro`, once per training draw; a source no seed claim uses
+(`ipo.first_replicate_sources`: base) runs as `ipo_first@<source>-<seed>` for the first seed
+only. The reference is the SFT policy, frozen. Also runs under
 `accelerate launch --multi_gpu --num_processes N stages/ipo.py <source> <seed>`.
 """
 
@@ -35,14 +37,16 @@ METRIC_KEYS = ("steps", "planned_steps", "stopped_by", "epochs", "pairs_used", "
 def main(argv: list[str]) -> None:
     _, cfg, r = load_replicate_stage("ipo", IPO, argv[1] if len(argv) == 2 else None)
     sft = model_dir("sft", r)
-    sources = cfg.sources
+    sources = cfg.all_sources()
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:
-        raise io.StageError("ipo", f"unknown pair source(s) {unknown} in `ipo.sources`; valid: "
-                                   f"{', '.join(SOURCES)}; remove or rename them in params.yaml")
+        raise io.StageError("ipo", f"unknown pair source(s) {unknown} in `ipo.sources` / "
+                                   f"`ipo.first_replicate_sources`; valid: {', '.join(SOURCES)}; "
+                                   "remove or rename them in params.yaml")
     if argv[0] not in sources:
-        raise io.StageError("ipo", f"source {argv[0]!r} is not in `ipo.sources`; usage: python "
-                                   f"stages/ipo.py <source> <seed> with <source> one of {sources}")
+        raise io.StageError("ipo", f"source {argv[0]!r} is not in `ipo.sources` or "
+                                   f"`ipo.first_replicate_sources`; usage: python stages/ipo.py "
+                                   f"<source> <seed> with <source> one of {sources}")
     source = argv[0]
     io.require_inputs("ipo", PAIRS, sft)
     pairs = [p for p in io.read_jsonl(PAIRS) if p["source"] == source]

@@ -15,8 +15,11 @@ def main() -> None:
     policies = from_section(Evaluate, "report", params, "evaluate").all()
     seeds = from_section(Replicates, "report", params, "replicates").seeds
     # what this run trains; the seeds' full sets when those stages are not configured
-    ipo_sources = list((params.get("ipo") or {}).get("sources") or IPO_SOURCES)
-    distill = list((params.get("distill") or {}).get("conditions") or REPAIR_LABELS)
+    ipo, dis = params.get("ipo") or {}, params.get("distill") or {}
+    ipo_sources = [*ipo.get("sources", []), *ipo.get("first_replicate_sources", [])] \
+        or list(IPO_SOURCES)
+    distill = [*dis.get("conditions", []), *dis.get("first_replicate_conditions", [])] \
+        or list(REPAIR_LABELS)
     known = report_policies(policies, ipo_sources, distill)
     for key in ("reference", "best_of_n_policy"):
         name = getattr(cfg, key)

@@ -13,9 +13,10 @@ from countdown_rlvr.traces import direct_trace
 
 pytestmark = pytest.mark.slow
 
-DISTILLED = tuple(c for c in CONDITIONS if c != "F0")  # distill.conditions: F0 is a repair control
-STAGES = {"evaluate@sft-0", "diagnose@0", "repair@0", "int@0",
-          *(f"distill@{c}-0" for c in DISTILLED)}
+DISTILLED = tuple(c for c in CONDITIONS if c != "F0")  # F0 is a repair control, not distilled
+# distill.conditions (R) every replicate, the others (first_replicate_conditions) the first only
+STAGES = {"evaluate@sft-0", "diagnose@0", "repair@0", "int@0", "distill@R-0",
+          *(f"distill_first@{c}-0" for c in DISTILLED if c != "R")}
 DIAGNOSE_KEYS = {"k", "pass@1", "pass@k", "avg_score", "all_fail", "all_correct",
                  "zero_informative", "reward_contrast", "failures", "n_failed_attempts"}
 REPAIR_KEYS = {"success_rate", "successes", "n", "new_error_rate", "feedback_tokens",
@@ -32,7 +33,7 @@ def metrics(pipe, name: str) -> dict:
 
 
 def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
-    first = pipeline.repro("diagnose", "repair", "distill", "int")
+    first = pipeline.repro("diagnose", "repair", "distill", "distill_first", "int")
     assert STAGES <= ran(first)
 
     # diagnose groups the SFT policy's own evaluation samples (4 per prompt) in groups of

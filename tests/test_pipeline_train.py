@@ -14,8 +14,8 @@ SMOKE_SOURCES = ["scripted", "base"]  # params.smoke.yaml: the smoke teacher yie
 
 
 def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypatch):
-    first = pipeline.repro("ipo")
-    assert {"sft@0", *(f"ipo@{s}-0" for s in SMOKE_SOURCES)} <= ran(first)
+    first = pipeline.repro("ipo", "ipo_first")  # base: a first-replicate-only source
+    assert {"sft@0", "ipo@scripted-0", "ipo_first@base-0"} <= ran(first)
     pairs = [json.loads(line) for line in pipeline.read("data/pairs/pairs.jsonl").splitlines()]
     for source in SMOKE_SOURCES:
         m = json.loads(pipeline.read(f"reports/details/ipo/{source}/r0.json"))
@@ -33,7 +33,7 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     sft = json.loads(pipeline.read("reports/details/sft/r0.json"))
     assert sft["adapter"] == "full" and sft["val_loss"] > 0 and 0 <= sft["val_token_acc"] <= 1
 
-    again = pipeline.repro("ipo")
+    again = pipeline.repro("ipo", "ipo_first")
     assert ran(again) == set() and "Data and pipelines are up to date" in again.stdout
 
     # LoRA SFT, then IPO training that same adapter further: both are peft adapter dirs whose

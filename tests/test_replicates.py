@@ -113,6 +113,14 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
         assert {f"evaluate@{p}-{r}" for p in ev["policies"]} <= names
     assert {f"evaluate_first@{p}-0" for p in ev["first_replicate_only"]} <= names
     assert {n for n in names if n.startswith("rloo_nocurr@")} == {"rloo_nocurr@0"}
+    # the arms no seed claim uses are trained for the first seed only, like their evaluations
+    assert {n for n in names if n.startswith(("ipo_first@", "distill_first@"))} == {
+        *(f"ipo_first@{s}-0" for s in params["ipo"]["first_replicate_sources"]),
+        *(f"distill_first@{c}-0" for c in params["distill"]["first_replicate_conditions"])}
+    assert not any(n.startswith("ipo@base") or n.startswith("distill@F") for n in names)
+    first_only = {f"ipo_{s}" for s in params["ipo"]["first_replicate_sources"]} | \
+        {f"distill_{c}" for c in params["distill"]["first_replicate_conditions"]}
+    assert first_only <= set(ev["first_replicate_only"])  # trained once, evaluated once
     assert not any(n.startswith("evaluate_first@") and not n.endswith("-0") for n in names)
     assert {f"evaluate_shared@{p}" for p in ev["shared"]} <= names
     # the fixed inputs are trained once, whatever the seeds

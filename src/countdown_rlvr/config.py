@@ -162,6 +162,7 @@ RULES: dict[str, Rule] = {
     "reference": name, "best_of_n_policy": optional(name), "require_all": flag,
     # names that become stage names, shell arguments and paths
     "sources": list_of(name), "conditions": list_of(name),
+    "first_replicate_sources": list_of(name, 0), "first_replicate_conditions": list_of(name, 0),
     # nested blocks, checked key by key (rloo.sampler, int.rloo, pairs.base_sampler, ...)
     "sampler": None, "base_sampler": None, "rloo": None, "sft": None,
 }
@@ -341,13 +342,21 @@ class Teacher(Supervised):
 @dataclass(frozen=True)
 class Distill(SFT):
     """`distill`: no-feedback SFT on each repair condition's successes."""
-    conditions: list[str]  # one `distill@<cond>` stage each
+    conditions: list[str]  # one `distill@<cond>-<seed>` stage per replicate seed each
+    first_replicate_conditions: list[str]  # one `distill_first@<cond>-<seed>`, first seed only
+
+    def all_conditions(self) -> list[str]:
+        return [*self.conditions, *self.first_replicate_conditions]
 
 
 @dataclass(frozen=True)
 class IPO(Supervised, Adapter):
     """`ipo`: IPO from the SFT policy, one run per pairs source."""
-    sources: list[str]  # pairs sources: one `ipo@<source>` stage each
+    sources: list[str]  # pairs sources: one `ipo@<source>-<seed>` stage per replicate seed each
+    first_replicate_sources: list[str]  # one `ipo_first@<source>-<seed>`, first seed only
+
+    def all_sources(self) -> list[str]:
+        return [*self.sources, *self.first_replicate_sources]
     beta: float  # target margin 1 / (2 beta) on length-normalised log-probs
     rpo_alpha: float  # weight of the NLL anchor on the chosen response (0 = plain IPO)
 

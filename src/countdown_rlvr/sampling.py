@@ -135,7 +135,13 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
     eos = _eos_ids(getattr(model, "generation_config", None), tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
     reps = 1 if sp.greedy else n  # greedy samples are identical: decode once, copy
-    jobs = [(i, j) for i in range(len(prompts)) for j in range(reps)]
+    # prompts shortest first (stable): a batch is left-padded to its own longest prompt, not
+    # the call's (repair prompts run from ~10 to ~200 tokens); the n samples of a prompt stay
+    # side by side (one prompt forward), and the samples go back in the caller's order
+    rendered = render_prompts(tok, prompts)
+    lengths = [len(ids) for ids in tok(rendered).input_ids]
+    jobs = [(i, j) for i in sorted(range(len(prompts)), key=lengths.__getitem__)
+            for j in range(reps)]
     out: list[list[Sample | None]] = [[None] * reps for _ in prompts]
     device = next(model.parameters()).device
     was_training, side = model.training, tok.padding_side
@@ -144,8 +150,8 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
     fast = fast_path_model(model)
     layers = decoder_layers(fast) if fast is not None else None  # once for every batch
     store = KVStore()  # one cache for every batch
-    # one uniform per (sample, step), drawn up front in (prompt, sample) order: a sample's
-    # draws do not depend on the batch size
+    # one uniform per (sample, step), drawn up front in the caller's (prompt, sample) order: a
+    # sample's draws depend neither on the batch size nor on the order of the batches
     gen = torch.Generator(device=device).manual_seed(derive_seed(seed, 0))
     u_all = None if sp.greedy else torch.rand(len(jobs), sp.max_new_tokens, generator=gen,
                                               device=device)
@@ -153,9 +159,8 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
         starts = range(0, len(jobs), batch_size)
         for start in tqdm(starts, desc="generate", disable=not progress):
             batch = jobs[start:start + batch_size]
-            enc = tok(render_prompts(tok, [prompts[i] for i, _ in batch]), return_tensors="pt",
-                      padding=True)
-            u = None if u_all is None else u_all[start:start + batch_size]
+            enc = tok([rendered[i] for i, _ in batch], return_tensors="pt", padding=True)
+            u = None if u_all is None else u_all[[i * reps + j for i, j in batch]]
             new, lps = decode(model, enc["input_ids"].to(device),
                               enc["attention_mask"].to(device), sp, eos, pad, u,
                               return_logprobs, layers, store)

@@ -279,12 +279,14 @@ def reference_logprobs(ref_model, ro: Rollouts, chunks: list, temperature: float
 
 
 def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
-          sums: _Sums) -> torch.Tensor:
+          sums: _Sums, batch_tokens: float | None = None) -> torch.Tensor:
     """The share of the rollouts `c` (a `micro_batches` row selection) in the loss of the whole
     batch (S4 eq. 3 / eq. 4, Alg. 1 lines 4-9): summed over the micro-batches it is that loss,
     whose policy-gradient term is a mean per sequence and whose KL / entropy / distillation
     terms are means per response token. Columns past the rows' longest completion are
-    dropped: under the causal mask they change no logit of a kept position."""
+    dropped: under the causal mask they change no logit of a kept position. `batch_tokens`:
+    the response tokens the token means divide by (default: this process's rollouts'; under
+    N processes the step's over N, so that DDP's mean of the gradients is the step's)."""
     L = _width(ro, c)
     cols = ro.start + L
     m, targets = ro.mask[c, :L], ro.input_ids[c, ro.start:cols]
@@ -293,7 +295,8 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
     mw = m * ro.weight[c, None]
     n_tok, n_seq = mw.sum().item(), m.shape[0]
     # this micro-batch's share of the batch's sequences and of its response tokens
-    seq_w, tok_w = n_seq / ro.mask.shape[0], n_tok / max(ro.mask.sum().item(), 1)
+    seq_w = n_seq / ro.mask.shape[0]
+    tok_w = n_tok / max(ro.mask.sum().item() if batch_tokens is None else batch_tokens, 1)
     logits = completion_logits(model, ro.input_ids[c, :cols], ro.attention_mask[c, :cols], ro.start)
     tempered = logits / rollout_temperature(cfg)  # the policy that sampled: softmax(z / T)
     logp = token_logprobs(tempered, targets) * m  # with grad
@@ -316,14 +319,18 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
         fkl = forward_kl(t_logits, logits, mw, float(cfg.distill_temperature)).sum() / max(n_tok, 1)
         loss = loss + float(cfg.distill_coef) * per_token * fkl
         sums.add("forward_kl", fkl.item() * n_tok, n_tok)
-    share = loss * seq_w
-    sums.add("loss", share.item(), seq_w)  # weights sum to 1 per epoch: the batch loss
     sums.add("entropy", st["entropy"] * n_tok, n_tok)
     if ref_logp is not None:
         sums.add("kl", st["kl"] * n_tok, n_tok)
-    sums.add("is_weight_mean", w.mean_raw.item() * n_seq, n_seq)  # unclipped: off-policyness
-    sums.add("is_clip_frac", w.clip_frac.item() * n_seq, n_seq)
-    return share
+    # the IS weights of the rows in the loss (unclipped: off-policyness); every process adds
+    # every name, so that the reduction over processes lines up
+    kept = ro.weight[c] > 0
+    n_kept = int(kept.sum())
+    wk = clipped_is_weight(logp.sum(-1)[kept], ro.sampler_logp[c, :L].sum(-1)[kept],
+                           float(cfg.is_clip)) if n_kept else None
+    sums.add("is_weight_mean", wk.mean_raw.item() * n_kept if wk else 0.0, n_kept)
+    sums.add("is_clip_frac", wk.clip_frac.item() * n_kept if wk else 0.0, n_kept)
+    return loss * seq_w
 
 
 # --------------------------------------------------------------------------- training
@@ -369,14 +376,21 @@ def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_m
     Rows of weight 0 are skipped in a single process; under N processes every row is
     computed (weight 0 still leaves it out of the loss), because DDP needs every process to
     run as many backward passes."""
-    skip = ro.weight if accelerator.num_processes == 1 else None
+    n_proc = accelerator.num_processes
+    skip = ro.weight if n_proc == 1 else None
     chunks = micro_batches(ro.mask.sum(-1), cfg.micro_batch, skip)
+    # the step's response tokens per process: every process's token means share one divisor
+    tokens = runtime.reduce_sum(accelerator, ro.mask.sum()).item() / n_proc
     # the reference is fixed within a step: one forward, no grad
     ref_logp = (None if ref_model is None else
                 reference_logprobs(ref_model, ro, chunks, rollout_temperature(cfg)))
     for _ in range(cfg.ppo_epochs):
+        loss = 0.0
         for c in chunks:  # gradient accumulation: the shares add up to the batch loss
-            accelerator.backward(_loss(model, ro, c, adv, ref_logp, teacher, cfg, sums))
+            share = _loss(model, ro, c, adv, ref_logp, teacher, cfg, sums, tokens)
+            accelerator.backward(share)
+            loss += share.item()
+        sums.add("loss", loss, 1)  # this epoch's batch loss (rows left out add 0)
         if cfg.grad_clip:
             gn = accelerator.clip_grad_norm_(model.parameters(), float(cfg.grad_clip))
             sums.add("grad_norm", float(gn), 1)
