@@ -117,7 +117,7 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
     assert {n for n in names if n.startswith(("ipo_first@", "distill_first@"))} == {
         *(f"ipo_first@{s}-0" for s in params["ipo"]["first_replicate_sources"]),
         *(f"distill_first@{c}-0" for c in params["distill"]["first_replicate_conditions"])}
-    assert not any(n.startswith("ipo@base") or n.startswith("distill@F") for n in names)
+    assert not any(n.startswith(("ipo@base", "distill@F")) for n in names)
     first_only = {f"ipo_{s}" for s in params["ipo"]["first_replicate_sources"]} | \
         {f"distill_{c}" for c in params["distill"]["first_replicate_conditions"]}
     assert first_only <= set(ev["first_replicate_only"])  # trained once, evaluated once
