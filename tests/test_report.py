@@ -167,12 +167,30 @@ def test_seed_claims_and_design_differences(complete):
         if r[6] != "–":
             assert float(r[7]) >= float(r[6])
     assert "KL term" in md and "number misuse" in md and "The teacher** has" in md
-    # the OOD caveat names the best OOD pass@16 and the smallest pooled OOD p
+    # the fixture's OOD split separates its policies: no "measures almost nothing" caveat
     c = metrics("compare.json")
-    best = max(v["ood"]["pass@16"]["mean"] for v in c["policies"].values() if "ood" in v)
-    p_min = min(v["ood"]["k16"]["pooled"]["pvalue"] for v in c["pairs"].values()
-                if "ood" in v and v["ood"]["k16"]["pooled"].get("pvalue") is not None)
-    assert f"OOD pass@16 is {best:.3f}" in md and f"reaches p < {p_min:.2g}" in md
+    assert max(v["ood"]["pass@16"]["mean"] for v in c["policies"].values() if "ood" in v) >= 0.1
+    assert "The OOD split" not in md
+
+
+def test_the_ood_caveat_only_when_the_split_is_at_its_floor():
+    """It names the best OOD pass@16 and the smallest pooled OOD p (with its pair) when every
+    policy is below report.OOD_FLOOR, and says nothing otherwise."""
+    from types import SimpleNamespace
+
+    from countdown_rlvr.report import OOD_FLOOR, _ood_caveat
+
+    def ctx(best):
+        ood = {"sft": 0.0, "teacher": best, "rloo": best / 2}
+        compare = {"policies": {p: {"ood": {"pass@16": {"mean": v}}} for p, v in ood.items()},
+                   "pairs": {"teacher_vs_sft": {"ood": {"k16": {"pooled": {"pvalue": None}}}},
+                             "rloo_vs_sft": {"ood": {"k16": {"pooled": {"pvalue": 0.31}}}}}}
+        return SimpleNamespace(inp=SimpleNamespace(compare=compare), kmax=16)
+
+    (line,) = _ood_caveat(ctx(0.025))
+    assert "OOD pass@16 is 0.025 (`teacher`" in line
+    assert "smallest pooled OOD p is 0.31 (`rloo_vs_sft`" in line
+    assert _ood_caveat(ctx(OOD_FLOOR)) == []
 
 
 def test_a_claim_of_no_change_is_not_reproduced_by_a_non_significant_test(complete):
