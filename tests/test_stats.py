@@ -224,6 +224,10 @@ def test_replicate_t_test_hand_values_and_one_replicate():
     one = replicate_t_test([0.25])
     assert (one.n, one.mean, one.sd, one.pvalue, one.ci_low) == (1, 0.25, None, None, None)
     assert replicate_t_test([0.0, 0.0]).pvalue == 1.0
+    # the same nonzero effect in every draw (a floor: 0 in every replicate against a shared
+    # policy), up to float rounding: no spread to scale it by, so no test (not p ~1e-33)
+    same = replicate_t_test([0.025, 0.025 + 1e-17, 0.025 - 2e-17])
+    assert (same.sd, same.pvalue, same.ci_low, same.ci_high) == (0.0, None, same.mean, same.mean)
     with pytest.raises(ValueError, match="non-empty"):
         replicate_t_test([])
 

@@ -170,8 +170,10 @@ def replicate_t_test(effects: Sequence[float], alpha: float = 0.05) -> Replicate
     variance and problem/sample variance together, whatever their mix. Under the usual
     normality of a mean effect it holds its size for any between-replicate variance
     (tests/test_stats.py simulates it), unlike a test within one replicate. With R = 1 there is
-    no spread to estimate: the mean is reported, the test is None. All effects equal: a
-    degenerate spread of 0 gives p 1.0 when the mean is 0, else p 0.0.
+    no spread to estimate: the mean is reported, the test is None. All effects equal (up to
+    float rounding, which would otherwise give a t of ~1e16): p 1.0 when they are 0; else there
+    is no spread to scale them by either (typically a floor: a policy at 0 in every replicate
+    against a shared one), so no test, as with one replicate.
     """
     x = np.asarray(effects, dtype=float)
     if x.ndim != 1 or x.size == 0 or not np.isfinite(x).all():
@@ -180,8 +182,9 @@ def replicate_t_test(effects: Sequence[float], alpha: float = 0.05) -> Replicate
     if x.size == 1:
         return ReplicateTest(1, mean, None, None, None, None)
     sd = float(x.std(ddof=1))
-    if sd == 0.0:
-        return ReplicateTest(int(x.size), mean, 0.0, mean, mean, 1.0 if mean == 0 else 0.0)
+    if sd <= 1e-12 * max(1.0, abs(mean)):
+        return ReplicateTest(int(x.size), mean, 0.0, mean, mean,
+                             1.0 if abs(mean) <= 1e-12 else None)
     res = ttest_1samp(x, 0.0)
     lo, hi = res.confidence_interval(1 - alpha)
     return ReplicateTest(int(x.size), mean, sd, float(lo), float(hi), float(res.pvalue))

@@ -301,7 +301,12 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
     tempered = logits / rollout_temperature(cfg)  # the policy that sampled: softmax(z / T)
     logp = token_logprobs(tempered, targets) * m  # with grad
     ent = token_entropy(tempered if cfg.entropy_coef > 0 else tempered.detach())
-    w = clipped_is_weight(logp.sum(-1), ro.sampler_logp[c, :L].sum(-1), float(cfg.is_clip))
+    # the IS weights of the rows in the loss (a row of weight 0 adds 0 to it either way): their
+    # unclipped mean is the off-policyness diagnostic
+    kept = ro.weight[c] > 0
+    n_kept = int(kept.sum())
+    w = clipped_is_weight(logp.sum(-1), ro.sampler_logp[c, :L].sum(-1), float(cfg.is_clip),
+                          mask=kept)
     # lambda_RL scales the policy-gradient term only: applied to the advantages, so that
     # the KL and entropy coefficients keep their meaning. The token-mean terms are reweighted
     # from this micro-batch's tokens to the batch's before the whole is scaled by seq_w.
@@ -322,14 +327,9 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
     sums.add("entropy", st["entropy"] * n_tok, n_tok)
     if ref_logp is not None:
         sums.add("kl", st["kl"] * n_tok, n_tok)
-    # the IS weights of the rows in the loss (unclipped: off-policyness); every process adds
-    # every name, so that the reduction over processes lines up
-    kept = ro.weight[c] > 0
-    n_kept = int(kept.sum())
-    wk = clipped_is_weight(logp.sum(-1)[kept], ro.sampler_logp[c, :L].sum(-1)[kept],
-                           float(cfg.is_clip)) if n_kept else None
-    sums.add("is_weight_mean", wk.mean_raw.item() * n_kept if wk else 0.0, n_kept)
-    sums.add("is_clip_frac", wk.clip_frac.item() * n_kept if wk else 0.0, n_kept)
+    # every process adds every name, so that the reduction over processes lines up
+    sums.add("is_weight_mean", w.mean_raw.item() * n_kept, n_kept)
+    sums.add("is_clip_frac", w.clip_frac.item() * n_kept, n_kept)
     return loss * seq_w
 
 
