@@ -354,11 +354,11 @@ class IPO(Supervised, Adapter):
     """`ipo`: IPO from the SFT policy, one run per pairs source."""
     sources: list[str]  # pairs sources: one `ipo@<source>-<seed>` stage per replicate seed each
     first_replicate_sources: list[str]  # one `ipo_first@<source>-<seed>`, first seed only
-    beta: float  # target margin 1 / (2 beta) on length-normalised log-probs
-    rpo_alpha: float  # weight of the NLL anchor on the chosen response (0 = plain IPO)
 
     def all_sources(self) -> list[str]:
         return [*self.sources, *self.first_replicate_sources]
+    beta: float  # target margin 1 / (2 beta) on length-normalised log-probs
+    rpo_alpha: float  # weight of the NLL anchor on the chosen response (0 = plain IPO)
 
 
 @dataclass(frozen=True)
