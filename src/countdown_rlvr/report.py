@@ -569,11 +569,8 @@ def _ood_caveat(ctx: Context) -> list[str]:
     key = f"pass@{ctx.kmax}"
     best = max(((_get(v, "ood", key, "mean"), p) for p, v in compare.get("policies", {}).items()
                 if _get(v, "ood", key, "mean") is not None), default=None)
-    # a pooled test whose replicates gave the same effect up to float rounding (a floor: 0 in
-    # every replicate against a shared policy) has no spread to scale it by: left out
     ps = [(_get(v, "ood", f"k{ctx.kmax}", "pooled", "pvalue"), pair)
-          for pair, v in compare.get("pairs", {}).items()
-          if (_get(v, "ood", f"k{ctx.kmax}", "pooled", "sd") or 0) > 1e-9]
+          for pair, v in compare.get("pairs", {}).items()]
     ps = [(p, pair) for p, pair in ps if p is not None]
     if best is None or not ps or best[0] >= OOD_FLOOR:
         return []
