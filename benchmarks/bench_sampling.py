@@ -15,6 +15,8 @@ core). Rows:
   current, batch N       what `generate` runs now: one prompt forward per distinct prompt, a
                          KV store reused across batches, uniforms drawn once per call
   hf generate            transformers' `model.generate` at batch N (--with-generate; slow)
+  current, batch N,      the current loop on the policy loaded in bfloat16 (`model.dtype:
+  bfloat16               bfloat16`; --with-bf16): measured, not the default (other rounding)
 
 They run interleaved (A B C A B C ...) for --repeats rounds and the table shows medians.
 Before timing, "same tokens" checks each row against the first on greedy decoding (T 0: the
@@ -22,7 +24,7 @@ same tokens whatever the batch size and seeding) and, where the uniforms are the
 two rows at batch N), at the evaluation temperature too.
 
     python benchmarks/bench_sampling.py [--model data/models/sft/r0] [--prompts 128]
-        [--repeats 3] [--with-generate]
+        [--repeats 3] [--with-generate] [--with-bf16]
 
 tokens/s counts completion tokens up to and including EOS (a sample's n_tokens).
 """
@@ -30,6 +32,7 @@ tokens/s counts completion tokens up to and including EOS (a sample's n_tokens).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import statistics
@@ -151,6 +154,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=128, help="first N test problems")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--with-generate", action="store_true", help="also time HF generate")
+    ap.add_argument("--with-bf16", action="store_true", help="also time the bfloat16 policy")
     args = ap.parse_args()
 
     params = yaml.safe_load(Path(args.params).read_text())
@@ -161,6 +165,8 @@ def main() -> None:
                for p in problems(Path(args.problems), args.prompts)]
     pair, name = load(args.model)
     pair[0].eval()
+    # the policy as `model.dtype: bfloat16` loads it (the float32 weights rounded once)
+    bf16 = (copy.deepcopy(pair[0]).to(torch.bfloat16), pair[1]) if args.with_bf16 else None
     eos = pair[1].eos_token_id
     rows = {f"previous, batch {PREVIOUS_BATCH}": ("previous", PREVIOUS_BATCH, True),
             f"previous, batch {bs}": ("previous", bs, False),
@@ -181,6 +187,8 @@ def main() -> None:
             for row, (impl, size, per_batch) in rows.items()}
     if args.with_generate:
         runs["hf generate"] = ("generate", batches(pair, prompts, n, sp, bs, False)[0])
+    if args.with_bf16:
+        runs[f"current, batch {bs}, bfloat16"] = ("current", runs[f"current, batch {bs}"][1])
     print(f"model: {name}; {len(prompts)} prompts x n={n}, sampler {sp}, "
           f"{torch.get_num_threads()} threads, {args.repeats} interleaved rounds (medians)\n")
     rates: dict[str, list[float]] = {k: [] for k in runs}
@@ -188,7 +196,8 @@ def main() -> None:
     for _ in range(args.repeats):
         for row, (impl, work) in runs.items():
             t0 = time.perf_counter()
-            news = hf_generate(pair, work, sp) if impl == "generate" else run(impl, pair, work, sp)
+            policy = bf16 if row.endswith("bfloat16") else pair
+            news = hf_generate(pair, work, sp) if impl == "generate" else run(impl, policy, work, sp)
             dt = time.perf_counter() - t0
             tokens[row] = n_tokens(news, eos)
             rates[row].append(tokens[row] / dt)

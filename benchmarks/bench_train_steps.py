@@ -15,6 +15,10 @@ Settings compared (each in fresh processes, rounds interleaved, medians):
            (`rloo.zero_std_keep: 1`): the code before this benchmark's changes
   now      2 MB pages for large tensors (what `countdown_rlvr` sets) and params.yaml's
            `rloo.zero_std_keep` (a seeded share of the flat groups, weighted 1/keep)
+  bf16     "now" with `model.dtype: bfloat16`, as a stage runs it: weights loaded in
+           bfloat16 and every forward under bfloat16 autocast (accelerate's mixed precision).
+           Measured, not the default: it rounds differently (other trained numbers), and
+           CPUs without AVX512-BF16/AMX emulate it
 """
 
 from __future__ import annotations
@@ -28,32 +32,43 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = {"before": {"THP_MEM_ALLOC_ENABLE": "0", "keep": 1.0},
-            "now": {"THP_MEM_ALLOC_ENABLE": "1", "keep": None}}  # None: params.yaml's
+SETTINGS = {"before": {"THP_MEM_ALLOC_ENABLE": "0", "keep": 1.0, "dtype": "float32"},
+            "now": {"THP_MEM_ALLOC_ENABLE": "1", "keep": None, "dtype": "float32"},
+            "bf16": {"THP_MEM_ALLOC_ENABLE": "1", "keep": None, "dtype": "bfloat16"}}
+# keep None: params.yaml's rloo.zero_std_keep
 
 
-def worker(model_dir: str, keep: float | None, steps: int) -> dict:
+def autocast_forward(model, dtype: str):
+    """`model` whose forward runs under autocast to `dtype`, as accelerate's `prepare` does
+    for `mixed_precision` bf16 (float32: unchanged)."""
+    if dtype != "float32":
+        model.forward = torch.autocast("cpu", dtype=getattr(torch, dtype))(model.forward)
+    return model
+
+
+def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
     """One process: (tokens, seconds) of `steps` SFT steps and of 4 RLOO updates."""
     import dataclasses
     import random
 
-    import torch
-
     from countdown_rlvr.config import RL, SFT, from_section
     from countdown_rlvr.io import load_params, read_jsonl
-    from countdown_rlvr.model import load_model
+    from countdown_rlvr.model import configure, load_model
     from countdown_rlvr.train import runtime
     from countdown_rlvr.train.losses import completion_nll
     from countdown_rlvr.train.rloo import _Sums, step_rollouts, update
     from countdown_rlvr.train.sft import collate, sft_rows
 
     params = load_params()
+    configure({**params, "model": {**params["model"], "dtype": dtype}})  # as load_stage
     out = {}
     # SFT: the stage's batches (length-grouped, seeded), one optimizer step each
     sft = from_section(SFT, "bench", params, "sft")
     model, tok = load_model(model_dir)
-    model.train()
+    model = autocast_forward(model.train(), dtype)
     examples = [(r["prompt"], r["completion"]) for r in read_jsonl(ROOT / "data/sft/train.jsonl")]
     rows, _ = sft_rows(tok, examples[: sft.batch_size * (steps + 2)], sft)
     order = list(runtime.SeededShuffle(len(rows), 0, [len(r[0]) for r in rows], sft.batch_size))
@@ -86,7 +101,7 @@ def worker(model_dir: str, keep: float | None, steps: int) -> dict:
     for step in range(4):
         chosen = random.Random(step).sample(problems, cfg.prompts_per_step)
         ro, sums, adv, _ = step_rollouts(policy, tok, chosen, cfg, step, accelerator, "tiny", False)
-        model = policy.train()
+        model = autocast_forward(policy.train(), dtype)
         opt = runtime.adamw(model, cfg)
         state = {k: v.clone() for k, v in model.state_dict().items()}
         t0 = time.perf_counter()
@@ -108,7 +123,8 @@ def main() -> None:
     ap.add_argument("--worker", choices=SETTINGS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.model, SETTINGS[args.worker]["keep"], args.sft_steps)))
+        s = SETTINGS[args.worker]
+        print(json.dumps(worker(args.model, s["keep"], s["dtype"], args.sft_steps)))
         return
     if not Path(args.model).exists():
         sys.exit(f"no model at {args.model}: run `dvc repro sft@0` first (or pass --model)")
@@ -126,11 +142,11 @@ def main() -> None:
                 rates.setdefault((what, name), []).append(tokens / seconds)
     print(f"model {args.model}; {args.rounds} interleaved rounds, medians; share of flat "
           f"groups in the RLOO batches: {statistics.mean(flat):.2f}\n")
-    print("| step | before tokens/s | now tokens/s | speed-up |")
-    print("| --- | --- | --- | --- |")
+    print("| step | before tokens/s | now tokens/s | speed-up | bf16 tokens/s | bf16 vs now |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for what in ("sft step", "rloo update"):
-        b, n = (statistics.median(rates[(what, k)]) for k in SETTINGS)
-        print(f"| {what} | {b:,.0f} | {n:,.0f} | {n / b:.2f}x |")
+        b, n, h = (statistics.median(rates[(what, k)]) for k in SETTINGS)
+        print(f"| {what} | {b:,.0f} | {n:,.0f} | {n / b:.2f}x | {h:,.0f} | {h / n:.2f}x |")
 
 
 if __name__ == "__main__":
