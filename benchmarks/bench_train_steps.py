@@ -16,7 +16,7 @@ Settings compared (each in fresh processes, rounds interleaved, medians):
   now      2 MB pages for large tensors (what `countdown_rlvr` sets) and params.yaml's
            `rloo.zero_std_keep` (a seeded share of the flat groups, weighted 1/keep)
   bf16     "now" with `model.dtype: bfloat16`, as a stage runs it: weights loaded in
-           bfloat16 and every forward under bfloat16 autocast (accelerate's mixed precision).
+           bfloat16, forwards under accelerate's bf16 mixed precision (autocast).
            Measured, not the default: it rounds differently (other trained numbers), and
            CPUs without AVX512-BF16/AMX emulate it
 """
@@ -32,8 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = {"before": {"THP_MEM_ALLOC_ENABLE": "0", "keep": 1.0, "dtype": "float32"},
             "now": {"THP_MEM_ALLOC_ENABLE": "1", "keep": None, "dtype": "float32"},
@@ -41,18 +39,14 @@ SETTINGS = {"before": {"THP_MEM_ALLOC_ENABLE": "0", "keep": 1.0, "dtype": "float
 # keep None: params.yaml's rloo.zero_std_keep
 
 
-def autocast_forward(model, dtype: str):
-    """`model` whose forward runs under autocast to `dtype`, as accelerate's `prepare` does
-    for `mixed_precision` bf16 (float32: unchanged)."""
-    if dtype != "float32":
-        model.forward = torch.autocast("cpu", dtype=getattr(torch, dtype))(model.forward)
-    return model
-
-
 def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
-    """One process: (tokens, seconds) of `steps` SFT steps and of 4 RLOO updates."""
+    """One process: (tokens, seconds) of `steps` SFT steps and of 4 RLOO updates. The models
+    go through `accelerator.prepare_model`, as in the stages: under `model.dtype: bfloat16`
+    that runs their forwards under bfloat16 autocast, outputs cast back to float32."""
     import dataclasses
     import random
+
+    import torch
 
     from countdown_rlvr.config import RL, SFT, from_section
     from countdown_rlvr.io import load_params, read_jsonl
@@ -68,7 +62,7 @@ def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
     # SFT: the stage's batches (length-grouped, seeded), one optimizer step each
     sft = from_section(SFT, "bench", params, "sft")
     model, tok = load_model(model_dir)
-    model = autocast_forward(model.train(), dtype)
+    model = runtime.setup_run(sft.batch_size, sft.seed).prepare_model(model.train())
     examples = [(r["prompt"], r["completion"]) for r in read_jsonl(ROOT / "data/sft/train.jsonl")]
     rows, _ = sft_rows(tok, examples[: sft.batch_size * (steps + 2)], sft)
     order = list(runtime.SeededShuffle(len(rows), 0, [len(r[0]) for r in rows], sft.batch_size))
@@ -97,11 +91,12 @@ def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
     ref, _ = load_model(model_dir)
     ref.eval().requires_grad_(False)
     accelerator = runtime.setup_run(cfg.prompts_per_step, cfg.seed)
+    policy = accelerator.prepare_model(policy)
     tokens, seconds, flat = 0, 0.0, 0.0
     for step in range(4):
         chosen = random.Random(step).sample(problems, cfg.prompts_per_step)
         ro, sums, adv, _ = step_rollouts(policy, tok, chosen, cfg, step, accelerator, "tiny", False)
-        model = autocast_forward(policy.train(), dtype)
+        model = policy.train()
         opt = runtime.adamw(model, cfg)
         state = {k: v.clone() for k, v in model.state_dict().items()}
         t0 = time.perf_counter()
