@@ -165,8 +165,6 @@ def main() -> None:
                for p in problems(Path(args.problems), args.prompts)]
     pair, name = load(args.model)
     pair[0].eval()
-    # the policy as `model.dtype: bfloat16` loads it (the float32 weights rounded once)
-    bf16 = (copy.deepcopy(pair[0]).to(torch.bfloat16), pair[1]) if args.with_bf16 else None
     eos = pair[1].eos_token_id
     rows = {f"previous, batch {PREVIOUS_BATCH}": ("previous", PREVIOUS_BATCH, True),
             f"previous, batch {bs}": ("previous", bs, False),
@@ -183,21 +181,22 @@ def main() -> None:
                 for b, p in ((size, per_batch), (bs, False)))
             same[row][temp] = torch.equal(in_order(run(impl, pair, work, s), jobs, n),
                                           in_order(run("previous", pair, ref, s), ref_jobs, n))
-    runs = {row: (impl, batches(pair, prompts, n, sp, size, per_batch)[0])
+    runs = {row: (impl, batches(pair, prompts, n, sp, size, per_batch)[0], pair)
             for row, (impl, size, per_batch) in rows.items()}
     if args.with_generate:
-        runs["hf generate"] = ("generate", batches(pair, prompts, n, sp, bs, False)[0])
+        runs["hf generate"] = ("generate", batches(pair, prompts, n, sp, bs, False)[0], pair)
     if args.with_bf16:
-        runs[f"current, batch {bs}, bfloat16"] = ("current", runs[f"current, batch {bs}"][1])
+        # the policy as `model.dtype: bfloat16` loads it (the float32 weights rounded once)
+        bf16 = (copy.deepcopy(pair[0]).to(torch.bfloat16), pair[1])
+        runs[f"current, batch {bs}, bfloat16"] = ("current", runs[f"current, batch {bs}"][1], bf16)
     print(f"model: {name}; {len(prompts)} prompts x n={n}, sampler {sp}, "
           f"{torch.get_num_threads()} threads, {args.repeats} interleaved rounds (medians)\n")
     rates: dict[str, list[float]] = {k: [] for k in runs}
     tokens: dict[str, int] = {}
     for _ in range(args.repeats):
-        for row, (impl, work) in runs.items():
+        for row, (impl, work, policy) in runs.items():
             t0 = time.perf_counter()
-            policy = bf16 if row.endswith("bfloat16") else pair
-            news = hf_generate(pair, work, sp) if impl == "generate" else run(impl, policy, work, sp)
+            news = hf_generate(policy, work, sp) if impl == "generate" else run(impl, policy, work, sp)
             dt = time.perf_counter() - t0
             tokens[row] = n_tokens(news, eos)
             rates[row].append(tokens[row] / dt)
