@@ -1,19 +1,16 @@
 """Stage `compare`: every policy's pass@k and every pair of `compare.pairs`, per replicate
 (paired over problems, as one draw allows) and pooled over replicates (the replicate as the
-unit). Writes reports/details/compare.json, reports/compare.md, reports/metrics/compare.json
-(each pair's pooled effect and p) and reports/metrics/eval/<policy>.json (each policy's
-pass@k over replicates: the same keys for every policy, one row each in `dvc metrics show`).
+unit). Writes reports/details/compare.json and reports/compare.md; the `report` stage picks
+the headline DVC metrics from them (countdown_rlvr.headline).
 """
 
 from pathlib import Path
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.compare import SHARED, compare_replicates, replicates_markdown
 from countdown_rlvr.config import Compare, Evaluate, Replicates, from_section
 from countdown_rlvr.metrics import read_records
 from countdown_rlvr.replicates import tag
-
-EVAL_HEADLINES = Path(io.METRICS) / "eval"
 
 
 def runs_of(ev: Evaluate, seeds: list[int]) -> dict[str, list[str]]:
@@ -46,16 +43,11 @@ def main() -> None:
                                     boot_seed=cfg.boot_seed)
     except ValueError as exc:
         raise io.StageError("compare", f"{exc} (check `compare:` in params.yaml)") from exc
-    io.write_metrics("compare", report, headline.comparison)
+    io.write_details("compare", report)
     io.write_text("reports/compare.md", replicates_markdown(report))
-    with io.atomic_path(EVAL_HEADLINES) as tmp:  # the whole directory: no stale policy file
-        tmp.mkdir(parents=True)
-        for name, pooled in report["policies"].items():
-            if pooled:
-                io.write_json(tmp / f"{name}.json", headline.policy(pooled))
     print(f"[compare] {len(records)} policies over {len(report['settings']['replicates'])} "
-          f"replicate(s), {len(pairs)} pairs: wrote reports/details/compare.json, "
-          f"reports/metrics/compare.json, {EVAL_HEADLINES}/<policy>.json and reports/compare.md")
+          f"replicate(s), {len(pairs)} pairs: wrote reports/details/compare.json and "
+          "reports/compare.md")
 
 
 if __name__ == "__main__":

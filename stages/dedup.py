@@ -7,7 +7,7 @@ one (problem, prompt), so a repair example is never a duplicate of its plain sol
 
 from collections import Counter
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Dedup, from_section
 from countdown_rlvr.dedup import dedup_records, train_val_split
 
@@ -34,7 +34,7 @@ def main() -> None:
         "by_failure": dict(sorted(Counter(r["failure"] for r in repair).items()))}
     # embeddings/s is a timing, not a result: it lives outside the versioned metrics
     timing = {"embeddings_per_s": metrics.pop("embeddings_per_s")}
-    io.write_metrics("dedup", metrics, headline.dedup)
+    io.write_details("dedup", metrics)
     io.write_timing("dedup", timing)
     print(f"[dedup] kept {metrics['kept']}/{metrics['total']} traces; wrote {OUT}/train.jsonl "
           f"({len(train)}), {OUT}/val.jsonl ({len(val)}), reports/metrics/dedup.json")

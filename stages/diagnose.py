@@ -13,7 +13,7 @@ and reports/{details,metrics,timings}/diagnose/r<seed>.json.
 import sys
 import time
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Diagnose, Evaluate, from_section
 from countdown_rlvr.metrics import read_records
 from countdown_rlvr.replicates import parse_replicate, run_name, tag
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> None:
     metrics = diagnosis(records, cfg.k)
     failed = failed_attempts(records)
     io.write_jsonl(failed_file, failed)
-    io.write_metrics(name, {**metrics, "replicate": r}, headline.diagnose)
+    io.write_details(name, {**metrics, "replicate": r})
     io.write_timing(name, {"seconds": round(time.time() - t0, 2)})
     print(f"[diagnose] {metrics['n_groups']} groups of {cfg.k} from {records_file}: pass@1 "
           f"{metrics['pass@1']:.3f}, pass@{cfg.k} {metrics['pass@k']:.3f}, all-fail "

@@ -17,7 +17,7 @@ r<seed>.json and dvclive/distill/<condition>/r<seed>.
 import sys
 import time
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Distill, prompt_style
 from countdown_rlvr.model import load_replicate_stage
 from countdown_rlvr.replicates import model_dir, run_name, tag
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
               f"as {out}")
         untrained(policy, out, name, same_as_source=True,
                   reason=f"no successful {cond} repair to distil")
-        io.write_metrics(name, {**info, "trained": False, "examples": 0}, headline.training)
+        io.write_details(name, {**info, "trained": False, "examples": 0})
         io.write_timing(name, {"seconds": round(time.time() - t0, 2)})
         return
     print(f"[{name}] {len(examples)} distinct successful repairs -> no-feedback SFT", flush=True)

@@ -27,7 +27,7 @@ dvclive/int/r<seed>/{sft,solver_sft,rloo,plain_rl}.
 
 import sys
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import (
     RL,
     Interventions,
@@ -115,7 +115,7 @@ def main(argv: list[str]) -> None:
     metrics = interventions_metrics(cfg, problems, unsolved, heldout, rows, patch=patch, rl=rl,
                                     plain_rl=plain_rl, solver=solver, passk=passk, solved=solved,
                                     heldout_passk=held_passk, heldout_solved=held_solved)
-    io.write_metrics(run, {**metrics, "replicate": r}, headline.interventions)
+    io.write_details(run, {**metrics, "replicate": r})
     io.write_timing(run, {"seconds": round(sum(seconds.values()), 2), "phases": seconds})
     for what, res, part in (("trained-on", passk, unsolved), ("held-out", held_passk, heldout)):
         summary = ", ".join(f"{name} {v['pass@k']:.3f}" for name, v in res.items()

@@ -11,7 +11,7 @@ only. The reference is the SFT policy, frozen. Also runs under
 
 import sys
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import IPO
 from countdown_rlvr.model import load_replicate_stage
 from countdown_rlvr.pairs import SOURCES
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
 
     fit_and_save(run_name(f"ipo/{source}", r), tok, model_dir(f"ipo_{source}", r),
                  lambda live, stats: train_ipo(model, ref_model, tok, pairs, cfg, live, stats),
-                 metrics, headline.ipo)
+                 metrics, config=cfg)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pandas as pd
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Pairs, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy
 from countdown_rlvr.model import load_model, load_stage
@@ -71,7 +71,7 @@ def main() -> None:
             "mean_rejected_chars": sum(q["rejected_chars"] for q in rows) / len(rows) if rows else None,
         }
     metrics["base_sample_pass@1"] = float(base_df["correct"].mean())
-    io.write_metrics("pairs", metrics, headline.pairs)
+    io.write_details("pairs", metrics)
     print(f"[pairs] wrote {OUT} ({len(pairs)} pairs: "
           + ", ".join(f"{s} {metrics[s]['pairs']}" for s in SOURCES) + ") and reports/metrics/pairs.json")
 

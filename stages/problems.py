@@ -5,7 +5,7 @@ transfer is measured on problems the student has never seen in training."""
 
 from collections import Counter
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Problems, from_section
 from countdown_rlvr.task import generate_problems, problem_key
 
@@ -48,7 +48,7 @@ def main() -> None:
             },
         }
         print(f"[problems] wrote {OUT}/{name}.jsonl ({len(probs)} problems)")
-    io.write_metrics("problems", metrics, headline.problems)
+    io.write_details("problems", metrics)
     print("[problems] wrote reports/metrics/problems.json")
 
 

@@ -14,7 +14,7 @@ reports/{details,metrics,timings}/repair/r<seed>.json.
 import sys
 import time
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Repair, eval_sampler, prompt_style
 from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.replicates import model_dir, run_name, tag
@@ -57,9 +57,9 @@ def main(argv: list[str]) -> None:
                           cfg.batch_size, backend=sampler["backend"])
     per_cond = repair_metrics(repairs)
     write_repairs(repairs, out)
-    io.write_metrics(name, {
+    io.write_details(name, {
         "replicate": r, "n_attempts": len(attempts), "n_problems": len({a["problem_id"] for a in attempts}),
-        "k": cfg.k, "conditions": per_cond, "by_failure": by_failure(repairs)}, headline.repair)
+        "k": cfg.k, "conditions": per_cond, "by_failure": by_failure(repairs)})
     io.write_timing(name, {"seconds": round(time.time() - t0, 2), "samples": len(repairs)})
     for cond, m in per_cond.items():
         mc, m0 = m["mcnemar_vs_resample"], m.get("mcnemar_vs_F0")

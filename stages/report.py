@@ -1,9 +1,12 @@
-"""Stage `report`: figures in reports/figures/ and reports/report.md, from the stages'
-measurements (reports/details/) and dvclive curves (dvclive/) only."""
+"""Stage `report`: figures in reports/figures/, reports/report.md and the headline DVC metrics
+(reports/metrics/eval/<policy>.json, reports/metrics/claims/<claim>.json), from the stages'
+measurements (reports/details/) and dvclive curves (dvclive/) only: all in git, so the
+report re-renders in a clone without the data cache."""
 
 import time
+from pathlib import Path
 
-from countdown_rlvr import io
+from countdown_rlvr import claims, headline, io
 from countdown_rlvr.config import Evaluate, Replicates, Report, from_section
 from countdown_rlvr.report import IPO_SOURCES, MissingInputs, render_report, report_policies
 from countdown_rlvr.task.prompts import REPAIR_LABELS
@@ -12,7 +15,8 @@ from countdown_rlvr.task.prompts import REPAIR_LABELS
 def main() -> None:
     params = io.load_params()
     cfg = from_section(Report, "report", params, "report")  # fails before any work
-    policies = from_section(Evaluate, "report", params, "evaluate").all()
+    ev = from_section(Evaluate, "report", params, "evaluate")
+    policies = ev.all()
     seeds = from_section(Replicates, "report", params, "replicates").seeds
     # what this run trains; the seeds' full sets when those stages are not configured
     ipo, dis = params.get("ipo") or {}, params.get("distill") or {}
@@ -38,9 +42,20 @@ def main() -> None:
         raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "
                             "is evaluated once it is in `evaluate.policies`), or set "
                             "`report.require_all: false` to render them as 'not run'") from exc
+    headlines = {"eval": {p: headline.policy(pooled) for p, pooled in
+                          (inp.compare or {}).get("policies", {}).items()
+                          if pooled and p in (*ev.shared, *ev.policies)},
+                 "claims": {c.name: headline.claim(c) for c in claims.evaluate(inp)}}
+    for kind, files in headlines.items():
+        with io.atomic_path(Path(io.METRICS) / kind) as tmp:  # whole dir: no stale file
+            tmp.mkdir(parents=True)
+            for name, values in files.items():
+                io.write_json(tmp / f"{name}.json", values)
     io.write_timing("report", {"seconds": round(time.time() - t0, 2)})
     note = f" ({len(inp.missing)} inputs missing, marked 'not run')" if inp.missing else ""
-    print(f"[report] wrote reports/report.md and reports/figures/{note}")
+    print(f"[report] wrote reports/report.md, reports/figures/ and {io.METRICS}/"
+          f"{{eval,claims}}/ ({len(headlines['eval'])} policies, {len(headlines['claims'])} "
+          f"claims){note}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import SFT
 from countdown_rlvr.model import load_replicate_stage
 from countdown_rlvr.replicates import model_dir, run_name
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> None:
     metrics = {**json.loads(detail.read_text()), "val_examples": len(val),  # dedup.val_frac 0: None
                "val_loss": round(v["loss"], 4) if val else None,
                "val_token_acc": round(v["token_acc"], 4) if val else None}
-    io.write_metrics(name, metrics, headline.training)
+    io.write_details(name, metrics)
     print(f"[{name}] validation: loss {metrics['val_loss']}, token acc {metrics['val_token_acc']} "
           f"({len(val)} examples) -> reports/metrics/{name}.json")
 

@@ -6,7 +6,7 @@ reads solver.jsonl: it is never asked to repair, and its traces should stay plai
 import random
 from collections import Counter
 
-from countdown_rlvr import headline, io
+from countdown_rlvr import io
 from countdown_rlvr.config import Traces, from_section, prompt_style
 from countdown_rlvr.repair_data import repair_counts, repair_examples
 from countdown_rlvr.task import solve_prompt
@@ -36,14 +36,14 @@ def main() -> None:
     io.write_jsonl(OUT, rows)
     io.write_jsonl(REPAIR, repair)
     lengths = [len(r["completion"]) for r in rows]
-    io.write_metrics("traces", {
+    io.write_details("traces", {
         "count": len(rows),
         "problems": len(problems),
         "by_strategy": dict(sorted(Counter(r["strategy"] for r in rows).items())),
         "by_operands": {f"n{k}": v for k, v in sorted(Counter(r["n_numbers"] for r in rows).items())},
         "mean_chars": sum(lengths) / max(1, len(lengths)),
         "repair": repair_counts(repair),
-    }, headline.traces)
+    })
     print(f"[traces] wrote {OUT} ({len(rows)} traces), {REPAIR} ({len(repair)} repair "
           "examples) and reports/metrics/traces.json")
 

@@ -1,5 +1,6 @@
-"""`python -m countdown_rlvr.branch_diff A B`: two revisions' git-tracked per-replicate results,
-each headline difference with a Welch interval over replicates; works without the DVC cache."""
+"""`countdown-rlvr diff A B` (= `python -m countdown_rlvr.branch_diff A B`): two revisions'
+git-tracked per-replicate results; paired by seed when the shared inputs' dvc.lock hashes
+match, Welch and a warning otherwise; works without the DVC cache."""
 
 import json
 import shutil
@@ -7,61 +8,238 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import ttest_1samp, ttest_ind
 
-from countdown_rlvr.branch_diff import compare, rows
+from countdown_rlvr import cli
+from countdown_rlvr.branch_diff import (
+    NOT_A_TEST,
+    SHARED_STAGES,
+    compare,
+    compare_paired,
+    diff,
+    main,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures/report/reports/details/eval"
 GIT = ("git", "-c", "user.email=t@t", "-c", "user.name=t")
+SHIFT = {"r0": 0.20, "r1": 0.25, "r2": 0.15}  # `better`: rloo pass@1 up, not by the same amount
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True)
 
 
 def commit(repo: Path, message: str) -> None:
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run([*GIT, "commit", "-qm", message], cwd=repo, check=True)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", message)
+
+
+def write_lock(repo: Path, changed: tuple[str, ...] = ()) -> None:
+    """A dvc.lock whose shared stages have fixed output hashes, except those in `changed`."""
+    stages = {s: {"cmd": f"python stages/{s}.py",
+                  "outs": [{"path": f"data/{s}", "hash": "md5",
+                            "md5": ("f" if s in changed else "0") * 31 + str(i)}]}
+              for i, s in enumerate(SHARED_STAGES)}
+    stages["rloo"] = {"cmd": "python stages/rloo.py", "outs": [{"path": "x", "md5": "1" * 32}]}
+    (repo / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}))
+
+
+def shift_rloo(repo: Path, shift: dict[str, float]) -> None:
+    for f in (repo / "reports/details/eval/rloo").glob("r*.json"):
+        d = json.loads(f.read_text())
+        d["test"]["pass@1"] += shift[f.stem]
+        f.write_text(json.dumps(d))
+
+
+def fixture_values(policy: str, metric: str = "pass@1") -> dict[str, float]:
+    return {f.stem: json.loads(f.read_text())["test"][metric]
+            for f in sorted((FIXTURE / policy).glob("r*.json"))}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """main: the fixture's evaluations and a dvc.lock. Branches off main:
+    better     rloo pass@1 +0.20/+0.25/+0.15 in r0/r1/r2, the same shared inputs (paired);
+    constant   rloo pass@1 +0.2 in every replicate (zero spread);
+    other      `better` with another teacher and other pairs in dvc.lock (Welch, warning);
+    nolock     `better` without dvc.lock;
+    noresults  no reports/details/eval; badjson / nokeys: one rloo file corrupt."""
+    repo = tmp_path_factory.mktemp("repo")
+    git(repo, "init", "-q", "-b", "main")
+    shutil.copytree(FIXTURE, repo / "reports/details/eval")
+    write_lock(repo)
+    commit(repo, "main")
+
+    def branch(name: str, edit, start: str = "main") -> None:
+        git(repo, "checkout", "-qb", name, start)
+        edit()
+        commit(repo, name)
+
+    rloo = repo / "reports/details/eval/rloo"
+    branch("better", lambda: shift_rloo(repo, SHIFT))
+    branch("constant", lambda: shift_rloo(repo, dict.fromkeys(SHIFT, 0.2)))
+    branch("other", lambda: write_lock(repo, changed=("teacher", "pairs")), "better")
+    branch("nolock", lambda: (repo / "dvc.lock").unlink(), "better")
+    branch("noresults", lambda: shutil.rmtree(repo / "reports"))
+    branch("badjson", lambda: (rloo / "r1.json").write_text("{not json"))
+    branch("nokeys", lambda: (rloo / "r2.json").write_text(json.dumps({"test": {"n": 1}})))
+    git(repo, "checkout", "-q", "main")
+    return repo
 
 
 @pytest.fixture
-def repo(tmp_path, monkeypatch):
-    """main: the fixture's evaluations; `better`: rloo +0.2 pass@1 in every replicate."""
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
-    shutil.copytree(FIXTURE, tmp_path / "reports/details/eval")
-    commit(tmp_path, "main")
-    subprocess.run(["git", "checkout", "-qb", "better"], cwd=tmp_path, check=True)
-    for f in (tmp_path / "reports/details/eval/rloo").glob("r*.json"):
-        d = json.loads(f.read_text())
-        d["test"]["pass@1"] += 0.2
-        f.write_text(json.dumps(d))
-    commit(tmp_path, "better rloo")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+def inrepo(repo, monkeypatch):
+    monkeypatch.chdir(repo)
+    return repo
 
 
-def test_a_shift_larger_than_the_replicate_noise_differs_and_no_change_does_not(repo):
-    found = {(r["policy"], r["metric"]): r for r in rows("main", "better")}
-    up = found[("rloo", "pass@1")]
+def by_row(report: dict) -> dict[tuple[str, str], dict]:
+    return {(r["policy"], r["metric"]): r for r in report["rows"]}
+
+
+def test_same_shared_inputs_pair_by_seed_with_scipys_one_sample_test(inrepo):
+    report = diff("main", "better", show_all=True)
+    assert report["test"].startswith("paired") and not report["warnings"]
+    assert "dvc.lock" in report["reason"]
+    up = by_row(report)[("rloo", "pass@1")]
+    a = fixture_values("rloo")
+    d = [SHIFT[t] for t in sorted(a)]  # b - a per seed (up to rounding)
+    ref = ttest_1samp(d, 0.0)
+    assert up["paired"] and up["n_a"] == up["n_b"] == 3
+    assert up["p"] == pytest.approx(ref.pvalue, rel=1e-9)
+    assert (up["ci_low"], up["ci_high"]) == pytest.approx(tuple(ref.confidence_interval(0.95)))
     assert up["diff"] == pytest.approx(0.2) and up["verdict"] == "differs"
-    assert up["ci"][0] < 0.2 < up["ci"][1] and up["n_a"] == up["n_b"] == 3
-    same = found[("sft", "pass@1")]
-    assert same["diff"] == 0 and same["verdict"] == "no detectable difference"
+    assert up["mean_a"] == pytest.approx(np.mean(list(a.values())))
     # one draw on a side (shared base, first-replicate-only ipo_base): no interval
-    assert found[("base", "pass@1")]["ci"] is None and found[("ipo_base", "pass@16")]["ci"] is None
-    assert {m for p, m in found if p == "rloo"} == {"pass@1", "pass@16", "ood_pass@16"}
+    rows = by_row(report)
+    assert rows[("base", "pass@1")]["ci_low"] is None and rows[("ipo_base", "pass@16")]["p"] is None
+    assert {m for p, m in rows if p == "rloo"} == {"pass@1", "pass@16", "ood_pass@16"}
 
 
-def test_the_interval_includes_between_replicate_variance():
+def test_zero_spread_gives_the_difference_and_says_why_there_is_no_test(inrepo):
+    (row,) = diff("main", "constant")["rows"]
+    assert row["diff"] == pytest.approx(0.2) and row["p"] is None and row["ci_low"] is None
+    assert "zero spread" in row["verdict"] and "no test" in row["verdict"]
+
+
+@pytest.mark.parametrize("rev_b, why", [("other", "teacher, pairs"), ("nolock", "dvc.lock")])
+def test_other_shared_inputs_use_welch_warn_and_call_nothing_a_difference(inrepo, rev_b, why,
+                                                                          capsys):
+    report = diff("main", rev_b, show_all=True)
+    assert report["test"].startswith("Welch") and why in report["reason"]
+    (warning,) = report["warnings"]
+    assert why in warning and "different draw of the inputs" in warning
+    assert all(r["verdict"] == NOT_A_TEST and not r["paired"] for r in report["rows"])
+    up = by_row(report)[("rloo", "pass@1")]
+    a = list(fixture_values("rloo").values())
+    b = [v + SHIFT[t] for t, v in fixture_values("rloo").items()]
+    assert up["p"] == pytest.approx(ttest_ind(b, a, equal_var=False).pvalue)
+    for fmt in ("text", "md"):  # the warning and the test used, in every format
+        assert main(["main", rev_b, "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("test: Welch") and "WARNING" in out and why in out
+        assert "differs" not in out and NOT_A_TEST in out
+
+
+def test_unchanged_rows_are_hidden_and_counted_and_policy_filters(inrepo, capsys):
+    shown = diff("main", "better")
+    assert [(r["policy"], r["metric"]) for r in shown["rows"]] == [("rloo", "pass@1")]
+    every = diff("main", "better", show_all=True)
+    assert shown["hidden_unchanged"] == len(every["rows"]) - 1 > 0
+    assert main(["main", "better"]) == 0
+    assert f"{shown['hidden_unchanged']} unchanged rows hidden" in capsys.readouterr().out
+    picked = diff("main", "better", policies=["sft", "rloo"], show_all=True)
+    assert {r["policy"] for r in picked["rows"]} == {"sft", "rloo"}
+    assert main(["main", "better", "--policy", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown policy nope" in err and "rloo" in err and "sft" in err
+
+
+def test_runs_from_a_subdirectory(repo, monkeypatch, capsys):
+    monkeypatch.chdir(repo / "reports/details")
+    assert cli.main(["diff", "main", "better"]) == 0
+    assert any(line.split()[:2] == ["rloo", "pass@1"] for line in capsys.readouterr().out
+               .splitlines())
+
+
+@pytest.mark.parametrize("alpha", ["0", "1", "1.5", "-0.1"])
+def test_alpha_outside_0_1_is_a_clear_error(inrepo, alpha, capsys):
+    assert cli.main(["diff", "main", "better", "--alpha", alpha]) == 2
+    err = capsys.readouterr().err
+    assert "--alpha must be between 0 and 1" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("rev, says", [
+    ("nope", ["unknown revision 'nope'", "git branch -a"]),
+    ("noresults", ["noresults has no evaluation results", "reports/details/eval"]),
+    ("badjson", ["badjson:reports/details/eval/rloo/r1.json is corrupt", "JSONDecodeError"]),
+    ("nokeys", ["nokeys:reports/details/eval/rloo/r2.json is corrupt", "KeyError"]),
+])
+def test_bad_revisions_are_clear_errors_naming_the_fix(inrepo, rev, says):
+    proc = subprocess.run([sys.executable, "-m", "countdown_rlvr.branch_diff", "main", rev],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert all(s in proc.stderr for s in says), proc.stderr
+
+
+def test_markdown_and_json_carry_the_test_and_the_rows(inrepo, capsys):
+    assert main(["main", "better", "--format", "md", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("test: paired t-test")
+    table = [ln.strip("|").split("|") for ln in lines if ln.startswith("|")]
+    assert [c.strip() for c in table[0]] == ["policy", "metric", "main", "better", "diff",
+                                             "95% CI", "p", "verdict"]
+    assert set("".join(table[1])) <= set("-") and all(len(r) == 8 for r in table)
+    row = next([c.strip() for c in r] for r in table if r[:2] == [" rloo ", " pass@1 "])
+    assert row[4] == "+0.200" and row[7] == "differs"
+
+    assert cli.main(["diff", "main", "better", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["test"].startswith("paired") and report["reason"] and report["warnings"] == []
+    (r,) = report["rows"]
+    assert set(r) == {"policy", "metric", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "p",
+                      "n_a", "n_b", "paired", "verdict"}
+    assert r["policy"] == "rloo" and r["paired"] is True and r["ci_low"] < 0.2 < r["ci_high"]
+
+
+def test_the_console_script_is_installed_and_dispatches_to_diff(repo):
+    script = Path(sys.executable).parent / "countdown-rlvr"
+    if not script.exists():
+        pytest.skip("package not installed with its scripts (pip install -e .)")
+    proc = subprocess.run([str(script), "diff", "main", "other", "--format", "json"], cwd=repo,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout)["test"].startswith("Welch")
+
+
+def test_the_welch_interval_includes_between_replicate_variance():
     noisy = compare([0.10, 0.30, 0.20], [0.25, 0.45, 0.35])
     tight = compare([0.19, 0.21, 0.20], [0.34, 0.36, 0.35])
     assert noisy["diff"] == pytest.approx(tight["diff"]) == pytest.approx(0.15)
     assert noisy["verdict"] == "no detectable difference" and tight["verdict"] == "differs"
-    assert noisy["ci"][0] < 0 < noisy["ci"][1]
+    assert noisy["ci_low"] < 0 < noisy["ci_high"]
 
 
-def test_the_command_prints_a_table_and_names_the_fix(repo):
-    out = subprocess.run([sys.executable, "-m", "countdown_rlvr.branch_diff", "main", "better"],
-                         capture_output=True, text=True, check=True).stdout
-    assert out.startswith("| policy | metric | main | better |")
-    assert any(line.startswith("| rloo | pass@1 |") and "differs" in line
-               for line in out.splitlines())
-    bad = subprocess.run([sys.executable, "-m", "countdown_rlvr.branch_diff", "main", "nope"],
-                         capture_output=True, text=True, check=False)
-    assert bad.returncode != 0 and "[branch_diff] error: git" in bad.stderr
+rate = st.integers(0, 1000).map(lambda x: x / 1000)  # a pass rate on 1000 problems
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.tuples(rate, rate, rate), min_size=2, max_size=8),
+       st.floats(0.01, 0.5))
+def test_pairing_cancels_the_seeds_effect_and_its_interval_holds_the_mean(draws, alpha):
+    """Adding a per-seed effect to both sides changes nothing; the CI holds the mean diff."""
+    a = [x for x, _, _ in draws]
+    b = [y for _, y, _ in draws]
+    plain = compare_paired([y - x for x, y in zip(a, b)], alpha)
+    seeded = compare_paired([(y + s) - (x + s) for x, y, s in draws], alpha)
+    assert seeded["diff"] == pytest.approx(plain["diff"], abs=1e-9)
+    if plain["p"] is None:
+        assert "zero spread" in plain["verdict"]
+        return
+    assert plain["ci_low"] <= plain["diff"] <= plain["ci_high"]
+    assert seeded["p"] == pytest.approx(plain["p"], rel=1e-6, abs=1e-12)
+    assert (plain["p"] < alpha) == (plain["verdict"] == "differs")

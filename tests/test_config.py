@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, merge
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from countdown_rlvr.io import StageError, atomic_path, clear_stale_tmp, load_params
 
@@ -32,8 +34,17 @@ def load_with(tmp_path: Path, override: dict, combine=put):
 
 @pytest.mark.parametrize("name", ["params.smoke.yaml", "params.qwen.yaml"])
 def test_the_shipped_params_and_overrides_are_valid(tmp_path, name):
-    load_with(tmp_path, yaml.safe_load((ROOT / name).read_text()), combine=merge)
+    params = load_with(tmp_path, yaml.safe_load((ROOT / name).read_text()), combine=merge)
     assert load_params(ROOT / "params.yaml")["rloo"]["reward"] == "binary"
+    # and every section builds, relations included (evaluate.ks <= evaluate.n, ...), as the
+    # stages build them: the smoke run must not rely on a value the code drops
+    from countdown_rlvr import config
+
+    for path, (cls_name, inherit) in SECTION_CLASSES.items():
+        config.from_section(getattr(config, cls_name), "test", params, path, inherit)
+    ev = config.from_section(config.Evaluate, "test", params, "evaluate")
+    cmp = config.from_section(config.Compare, "test", params, "compare")
+    assert max(cmp.ks) <= ev.n and params["diagnose"]["k"] in ev.ks
 
 
 def test_exponent_floats_read_as_dvc_writes_them(tmp_path):
@@ -77,6 +88,23 @@ CASES = [
     ({"distill": {"conditions": ["F1", "../F2"]}}, "distill.conditions", "a name of letters"),
     ({"compare": {"pairs": [["sft", "x;rm"]]}}, "compare.pairs", "pairs of policy names"),
     ({"report": {"reference": "$(id)"}}, "report.reference", "a name of letters"),
+    # a repeat in a list where it is a mistake (a rotation may repeat: see below)
+    ({"evaluate": {"splits": ["test", "test"]}}, "evaluate.splits", "without repeats"),
+    ({"replicates": {"seeds": [0, 0]}}, "replicates.seeds", "without repeats"),
+    ({"evaluate": {"seeds": [0, 1, 0]}}, "evaluate.seeds", "without repeats"),
+    ({"evaluate": {"ks": [1, 4, 4]}}, "evaluate.ks", "without repeats"),
+    ({"evaluate": {"budgets": [1, 1]}}, "evaluate.budgets", "without repeats"),
+    ({"evaluate": {"policies": ["sft", "sft"]}}, "evaluate.policies", "without repeats"),
+    ({"compare": {"ks": [1, 1]}}, "compare.ks", "without repeats"),
+    ({"compare": {"splits": ["ood", "ood"]}}, "compare.splits", "without repeats"),
+    ({"dedup": {"sources": ["solver", "solver"]}}, "dedup.sources", "without repeats"),
+    ({"ipo": {"sources": ["scripted", "scripted"]}}, "ipo.sources", "without repeats"),
+    ({"distill": {"conditions": ["R", "R"]}}, "distill.conditions", "without repeats"),
+    ({"repair": {"conditions": ["F0", "F1", "F0"]}}, "repair.conditions", "without repeats"),
+    ({"compare": {"pairs": [["rloo", "sft"], ["rloo", "sft"]]}}, "compare.pairs",
+     "no pair twice"),
+    ({"compare": {"pairs": [["rloo", "sft"], ["sft", "rloo"]]}}, "compare.pairs",
+     "no pair twice (in either order)"),
 ]
 
 
@@ -89,6 +117,48 @@ def test_a_bad_value_is_refused_naming_key_value_and_what_is_allowed(tmp_path, o
     assert message.startswith("[params] error:")
     line = next(ln for ln in message.splitlines() if f"`{key}`" in ln)
     assert allowed in line
+
+
+def test_a_repeat_message_shows_the_list_and_the_rule():
+    from countdown_rlvr.config import problems_in
+
+    assert problems_in({"evaluate": {"splits": ["test", "test"]}}) == [(
+        "`evaluate.splits` is ['test', 'test']; allowed: a list (at least 1) of one of test, "
+        "ood, without repeats")]
+
+
+# lists where a repeat is a mistake, with values their rule allows; and the rotations, where a
+# repeat weights an item on purpose (traces.styles [direct, direct, direct, search] is 3:1)
+UNIQUE_LISTS = {("evaluate", "splits"): ["test", "ood"], ("compare", "splits"): ["test", "ood"],
+                ("replicates", "seeds"): [0, 1, 2, 7], ("evaluate", "seeds"): [0, 3],
+                ("evaluate", "ks"): [1, 2, 4, 8], ("evaluate", "budgets"): [1, 2, 16],
+                ("compare", "ks"): [1, 4, 16],
+                ("dedup", "sources"): ["solver", "teacher", "repair"],
+                ("ipo", "sources"): ["scripted", "easyneg", "base"],
+                ("distill", "conditions"): ["F1", "R", "Fshuf"],
+                ("repair", "conditions"): ["F0", "F4", "R"],
+                ("evaluate", "policies"): ["sft", "rloo", "opd"]}
+ROTATIONS = {("traces", "styles"): ["direct", "search"],
+             ("teacher_traces", "strategies"): ["direct", "search"],
+             ("problems", "n_numbers"): [3, 4, 5], ("problems", "ood_n_numbers"): [3, 5]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_a_list_with_a_repeat_is_refused_unless_it_is_a_rotation(data):
+    from countdown_rlvr.config import problems_in
+
+    (section, key), pool = data.draw(st.sampled_from(sorted({**UNIQUE_LISTS, **ROTATIONS}.items())))
+    distinct = data.draw(st.lists(st.sampled_from(pool), min_size=1, unique=True))
+    repeated = distinct + data.draw(st.lists(st.sampled_from(distinct), min_size=1))
+    value = data.draw(st.permutations(repeated))
+    assert problems_in({section: {key: distinct}}) == []
+    found = problems_in({section: {key: value}})
+    if (section, key) in ROTATIONS:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(f"`{section}.{key}` is {value!r}; allowed: ")
+        assert found[0].endswith(", without repeats")
 
 
 def test_every_problem_is_listed_at_once(tmp_path):
@@ -220,6 +290,12 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      "int.eval_seed must differ from int.seed"),
     ("Replicates", "replicates", {"seeds": [0, 1, 0]}, "must not repeat a seed"),
     ("Evaluate", "evaluate", {"shared": ["base", "sft"]}, r"lists \['sft'\] more than once"),
+    # k / N above n: metrics.summarize would drop them, and the report would lack the column
+    ("Evaluate", "evaluate", {"n": 4, "ks": [1, 4, 8, 16]},
+     (r"evaluate.ks \[1, 4, 8, 16\] has \[8, 16\] > evaluate.n \(4\): pass@k needs that many "
+      r"samples per prompt; remove \[8, 16\] from evaluate.ks or raise evaluate.n")),
+    ("Evaluate", "evaluate", {"n": 4, "ks": [1, 4], "budgets": [1, 2, 4, 8]},
+     r"evaluate.budgets \[1, 2, 4, 8\] has \[8\] > evaluate.n \(4\): best-of-N"),
 ])
 def test_relations_between_values_are_refused_by_the_section_dataclass(cls, path, overrides,
                                                                       message):

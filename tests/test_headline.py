@@ -1,110 +1,81 @@
-"""The headline metrics: picked from the stages' detail files without changing a number,
-numbers only, and the same keys in every file of one kind (the path names the subject), so
-`dvc metrics show reports/metrics/eval` is one row per policy and a few columns."""
+"""The headline metrics: only what a user compares across experiments is a DVC metric.
+
+Per policy (evaluate.shared + evaluate.policies) the test pass@k at the smallest and largest k,
+mean and SD over replicates; per seed claim its effect and Holm-adjusted p. Numbers copied
+from the details without change, the same keys in every file of one kind, and small enough
+that `dvc metrics show` fits 200 columns and `dvc metrics diff` of two runs <= 60 rows.
+"""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from countdown_rlvr import headline
-from countdown_rlvr.io import write_metrics
+from countdown_rlvr import claims, headline, io
+from countdown_rlvr.claims import Claim
+from countdown_rlvr.results import load_inputs
 
-DETAILS = Path(__file__).parent / "fixtures/report/reports/details"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "fixtures/report/reports"
 TAGS = ("r0", "r1", "r2")
-# detail file kind (as the report fixture's producers write it) -> its stage's headline function
-PRODUCERS = {
-    "sft": headline.training, "ipo/scripted": headline.ipo, "rloo": headline.rl,
-    "opd": headline.rl, "opd_ac": headline.rl, "diagnose": headline.diagnose,
-    "repair": headline.repair, "int": headline.interventions, "distill/F4": headline.training,
-}
-
-
-def flatten(d, prefix=""):
-    for k, v in d.items():
-        if isinstance(v, dict):
-            yield from flatten(v, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}", v
 
 
 def detail(rel: str) -> dict:
-    return json.loads((DETAILS / rel).read_text())
-
-
-def test_every_headline_value_is_a_number_copied_from_its_detail_file():
-    for kind, fn in PRODUCERS.items():
-        for tag in TAGS:
-            d = detail(f"{kind}/{tag}.json")
-            flat = dict(flatten(fn(f"{kind}/{tag}", d)))
-            assert flat, f"{kind}/{tag}: empty headline"
-            numbers = [v for _, v in flatten(d)]
-            for key, value in flat.items():
-                assert isinstance(value, int | float) and not isinstance(value, bool), key
-                assert value in numbers, f"{kind}/{tag}: {key}={value} is not in the detail"
-
-
-def test_files_of_one_kind_share_their_keys_so_dvc_tabulates_them_as_rows():
-    for kind, fn in PRODUCERS.items():
-        keys = {tag: set(dict(flatten(fn(f"{kind}/{tag}", detail(f"{kind}/{tag}.json")))))
-                for tag in TAGS}
-        assert len({frozenset(k) for k in keys.values()}) == 1, (kind, keys)
-    compare = detail("compare.json")
-    policies = {p: headline.policy(v) for p, v in compare["policies"].items() if v}
-    replicated = {p: h for p, h in policies.items() if h["replicates"] == 3}
-    assert len({frozenset(h) for h in replicated.values()}) == 1
-    assert set(next(iter(replicated.values()))) == {
-        "pass@1", "pass@1_sd", "pass@16", "pass@16_sd", "ood_pass@16", "ood_pass@16_sd",
-        "replicates"}  # <= 10 columns in `dvc metrics show reports/metrics/eval`
-    # one draw (shared, or the first replicate only): the means, no spread to report
-    assert set(policies["base"]) == set(policies["ipo_base"]) == {
-        "pass@1", "pass@16", "ood_pass@16", "replicates"}
+    return json.loads((FIXTURE / "details" / rel).read_text())
 
 
 def test_policy_headline_is_the_mean_and_spread_over_replicates():
     pooled = detail("compare.json")["policies"]["rloo"]
     head = headline.policy(pooled)
+    assert set(head) == {"pass@1", "pass@1_sd", "pass@16", "pass@16_sd"}
     one = pooled["test"]["pass@1"]
     assert head["pass@1"] == one["mean"] and head["pass@1_sd"] == one["sd"]
     per = [detail(f"eval/rloo/{t}.json")["test"]["pass@1"] for t in TAGS]
     assert abs(head["pass@1"] - sum(per) / 3) < 1e-12
-    assert head["ood_pass@16"] == pooled["ood"]["pass@16"]["mean"] and head["replicates"] == 3
 
 
-def test_comparison_headline_is_the_pooled_effect_and_p():
-    d = detail("compare.json")
-    head = headline.comparison("compare", d)
-    k1 = d["pairs"]["rloo_vs_sft"]["test"]["k1"]["pooled"]
-    k16 = d["pairs"]["rloo_vs_sft"]["test"]["k16"]["pooled"]
-    assert head["rloo_vs_sft"] == {"pass@1_diff": k1["mean"], "p_k1": k1["pvalue"],
-                                   "pass@16_diff": k16["mean"], "p_k16": k16["pvalue"]}
-    # a pair with one replicate (a secondary policy): its difference, no p
-    assert head["ipo_base_vs_sft"].keys() == {"pass@1_diff", "pass@16_diff"}
+def test_a_shared_policy_has_no_spread():
+    assert set(headline.policy(detail("compare.json")["policies"]["base"])) == {"pass@1", "pass@16"}
 
 
-def test_the_whole_run_stays_a_few_hundred_values():
-    n_head = sum(len(dict(flatten(fn(k, detail(f"{k}/{t}.json")))))
-                 for k, fn in PRODUCERS.items() for t in TAGS)
-    n_head += len(dict(flatten(headline.comparison("compare", detail("compare.json")))))
-    assert n_head < 600
+def test_claim_headline_is_its_effect_and_adjusted_p():
+    inp = load_inputs(FIXTURE / "details", FIXTURE.parent / "dvclive")
+    found = claims.evaluate(inp)
+    assert [c.name for c in found] == [fn.__name__ for fn in claims.CLAIMS]  # the file names
+    for c in found:
+        head = headline.claim(c)
+        assert set(head) <= {"effect", "p"}
+        if c.adjusted is not None:
+            assert head["p"] == c.adjusted
+        if c.effect is not None:
+            assert head["effect"] == c.effect
 
 
-@settings(deadline=None)  # timing is not the property; shared cores make it noisy
-@given(st.dictionaries(st.sampled_from(["loss_final", "examples", "val_loss", "note", "x"]),
-                       st.one_of(st.none(), st.booleans(), st.text(max_size=3),
-                                 st.integers(-5, 5), st.floats(allow_nan=False))))
-def test_pick_keeps_exactly_the_numbers(d):
-    kept = headline.training("distill/F1/r0", d)
-    wanted = {"examples", "loss_final", "token_acc_final", "val_loss", "val_token_acc"}
-    assert kept == {k: v for k, v in d.items() if k in wanted
-                    and isinstance(v, int | float) and not isinstance(v, bool)}
+@given(st.one_of(st.none(), st.floats(allow_nan=False), st.integers(-3, 3)),
+       st.one_of(st.none(), st.floats(0, 1)))
+def test_claim_headline_keeps_numbers_only(effect, p):
+    c = Claim("a claim", "seed", claims.EFFECT, effect=effect)
+    c.adjusted = p
+    head = headline.claim(c)
+    assert head == {k: v for k, v in (("effect", effect), ("p", p)) if v is not None}
 
 
-def test_write_metrics_writes_detail_and_headline(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    d = {"reward": "binary", "reward_mean_final": 0.25, "kl_final": None, "steps": 3}
-    write_metrics("rloo/r1", d, headline.rl)
-    assert json.loads(Path("reports/details/rloo/r1.json").read_text()) == d
-    assert json.loads(Path("reports/metrics/rloo/r1.json").read_text()) == {
-        "reward_mean_final": 0.25}
+def _dvc(*args: str) -> str:
+    env = {**os.environ, "COLUMNS": "400"}  # the table's own width, not the terminal's
+    return subprocess.run([str(Path(sys.executable).with_name("dvc")), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_committed_metrics_fit_200_columns_and_60_values():
+    """`dvc metrics show` of this checkout (a fresh clone's view: the metrics are in git)."""
+    lines = _dvc("metrics", "show").splitlines()
+    assert lines and max(map(len, lines)) <= 200, max(map(len, lines))
+    files = sorted((ROOT / io.METRICS).rglob("*.json"))
+    assert {f.parent.name for f in files} == {"eval", "claims"}
+    values = sum(len(json.loads(f.read_text())) for f in files)
+    assert values <= 60  # a diff of two runs: at most one row per value
+    assert len(lines) == 1 + len(files)  # one row per policy and per claim

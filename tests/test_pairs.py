@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr import headline
 from countdown_rlvr.pairs import (
     base_pairs,
     cap_sources,
@@ -119,11 +118,6 @@ def test_cap_sources_is_a_seeded_subset_of_each_source(sizes, seed, cap):
         assert sum(p["source"] == f"s{k}" for p in kept) == min(n, limit)
 
 
-def test_cap_sources_rejects_a_bad_cap_and_headline_counts_both():
+def test_cap_sources_rejects_a_bad_cap():
     with pytest.raises(ValueError, match="positive integer, min or null"):
         cap_sources([{"source": "a"}], 0, random.Random(0))
-    d = {"max_per_source": "min", "scripted": {"pairs": 36, "pairs_built": 500},
-         "hardneg": {"pairs": 36, "pairs_built": 36}, "base_sample_pass@1": 0.0}
-    assert headline.pairs("pairs", d) == {
-        "scripted": 36, "scripted_built": 500, "hardneg": 36, "hardneg_built": 36,
-        "base_sample_pass@1": 0.0}

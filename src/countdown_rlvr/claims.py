@@ -49,11 +49,14 @@ class Claim:
     per_replicate: str = "–"  # each replicate's number and one-draw verdict
     test: str = "–"  # the pooled test, in words
     pvalue: float | None = None  # the pooled p (Holm-adjusted by `evaluate`)
+    effect: float | None = None  # the number the p tests: the pooled effect (seed's sign
+    # convention of the pair, a - b) or, for a rate, this run's rate minus the seed's
     right_way: bool | None = None  # the pooled effect points the seed's way
     against: float | None = None  # NO_CHANGE: p of the two-sided test of the effect itself
     why_not: str | None = None  # not testable: why
     note: str = ""  # e.g. an underpowered arm
     adjusted: float | None = field(default=None, init=False)
+    name: str = field(default="", init=False)  # its function's: reports/metrics/claims/<name>.json
 
     def verdict(self) -> str:
         if self.why_not:
@@ -107,7 +110,7 @@ def _pool(c: Claim, effects: dict[str, float], one_draw_p: dict[str, float | Non
     c.per_replicate = ", ".join(f"{t} {e:+.3f} {_one_draw(e, one_draw_p.get(t))}"
                                 for t, e in effects.items())
     c.test = f"t-test across {res.n} replicates of {test}"
-    c.pvalue, c.right_way = res.pvalue, res.mean > 0
+    c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
     return c
 
 
@@ -127,7 +130,7 @@ def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, positive: bool =
     c.run = f"pass@{k} {means[0]:.3f} → {means[1]:.3f}, diff {_ci(res)}"
     c.per_replicate = _per_replicate(rows, positive)
     c.test = f"t-test across {res.n} replicates of the paired pass@{k} difference"
-    c.pvalue, c.right_way = res.pvalue, (res.mean > 0) == positive
+    c.pvalue, c.right_way, c.effect = res.pvalue, (res.mean > 0) == positive, res.mean
     return c
 
 
@@ -149,7 +152,7 @@ def zero_informative(inp: Inputs) -> Claim:
     c.test = (f"this run's rate vs 59.2% with both sampling errors (seed: n=500; this run: "
               f"{'the spread of ' + str(len(rates)) + ' replicates' if len(rates) > 1 else 'binomial'})"
               f": diff {res['diff']:+.3f} ± {1.96 * res['se']:.3f}")
-    c.pvalue = res["pvalue"]
+    c.pvalue, c.effect = res["pvalue"], res["diff"]
     return c
 
 
@@ -213,7 +216,7 @@ def ipo_sources(inp: Inputs) -> Claim:
     c.run = f"avg over k={ks} of pass@k easyneg - scripted {_ci(res)}"
     c.per_replicate = ", ".join(f"{t} {e:+.3f}" for t, e in zip(tags, effects, strict=True))
     c.test = f"t-test across {res.n} replicates of the per-replicate average pass@k difference"
-    c.pvalue, c.right_way = res.pvalue, res.mean > 0
+    c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
     pairs = {s: m.get("pairs") for s, m in ((s, inp.data.get(f"ipo/{s}.json") or {})
                                             for s in ("scripted", "easyneg", "hardneg", "base"))}
     c.note = "pairs per source: " + ", ".join(f"{s} {n}" for s, n in pairs.items() if n)
@@ -235,6 +238,7 @@ def rloo_sharpens(inp: Inputs) -> Claim:
     # one-sided: pass@k rises by less than MARGIN (the upper half of a TOST)
     no_rise = below_margin_test([r["pass_diff"] for r in rk.values()], MARGIN)
     c.run = f"pass@1 diff {_ci(up)}; pass@{k} diff {_ci(top)}"
+    c.effect = top.mean  # the claim is about pass@k
     c.per_replicate = "; ".join(
         f"{t} pass@1 {r1[t]['pass_diff']:+.3f} {_one_draw(r1[t]['pass_diff'], r1[t]['pass_diff_pvalue'])}"
         f", pass@{k} {rk[t]['pass_diff']:+.3f}" for t in r1 if t in rk)
@@ -289,6 +293,8 @@ CLAIMS: tuple[Callable[[Inputs], Claim], ...] = (
 def evaluate(inp: Inputs) -> list[Claim]:
     """Every claim, its pooled p Holm-adjusted across the family (untestable ones left out)."""
     claims = [claim(inp) for claim in CLAIMS]
+    for c, claim in zip(claims, CLAIMS, strict=True):
+        c.name = claim.__name__
     for c, p in zip(claims, holm([None if c.why_not else c.pvalue for c in claims]),
                     strict=True):
         c.adjusted = p

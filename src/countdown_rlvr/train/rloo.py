@@ -35,7 +35,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .. import headline
 from ..config import RL
 from ..io import read_jsonl, require_inputs
 from ..logprobs import token_entropy, token_logprobs
@@ -540,4 +539,4 @@ def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RL, out_d
                 **{k: stats[k] for k in ("zero_std_groups", "groups", "tier_unlock_step",
                                          "tier_unlock_steps")}}
 
-    return runtime.fit_and_save(stage, tok, out_dir, train, metrics, headline.rl, RL_TIMING_KEYS)[0]
+    return runtime.fit_and_save(stage, tok, out_dir, train, metrics, RL_TIMING_KEYS, config=cfg)[0]

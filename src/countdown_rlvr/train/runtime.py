@@ -7,12 +7,13 @@ Runs the same under `python` and `accelerate launch --num_processes N`: the Acce
 model / optimizer / dataloader, batches are split across processes (`batch_size` is the global
 batch, so the number of steps does not depend on N), and only the main process logs.
 Training metrics (losses, accuracies, steps) are reproducible and go to
-reports/details/<stage>.json, their headline to reports/metrics/<stage>.json; wall time and
+reports/details/<stage>.json (git-tracked, not DVC metrics); wall time and
 throughput vary run to run and go to reports/timings/<stage>.json, outside DVC.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -28,8 +29,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from ..config import Adapter, Optim, Supervised
-from ..headline import training as training_headline
-from ..io import StageError, atomic_path, empty_curves, write_json, write_metrics, write_timing
+from ..io import StageError, atomic_path, empty_curves, write_details, write_json, write_timing
 from ..model import REF_FILE, load_model, mixed_precision, policy_ref, save_policy_dir
 
 SCHEDULES = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
@@ -317,33 +317,49 @@ def frozen_copy(init_dir: str | Path):
     return model
 
 
-def open_live(name: str):
-    """dvclive logger for dvclive/<name> on the main process (None elsewhere)."""
+@contextlib.contextmanager
+def live_curves(name: str) -> Iterator[Any]:
+    """dvclive logger for dvclive/<name> on the main process (None elsewhere), ended and moved
+    into place when the block finishes.
+
+    dvclive/ is in git, and dvclive writes its TSVs step by step (and clears the old ones when
+    it opens). So it logs into an `io.atomic_path` sibling (dvclive/<parent>/.<leaf>.<random>.tmp)
+    that replaces dvclive/<name> only at the end: a stage that raises leaves the previous
+    curves untouched, and one killed outright leaves only that temporary dir, which
+    `io.clear_stale_tmp` removes when the next stage starts (and .dvcignore / .gitignore hide
+    until then). The files inside are the same as if logged in place."""
     if not is_main_process():
-        return None
+        yield None
+        return
     from dvclive import Live
 
-    # dvcyaml=None: dvc.yaml declares the plots itself; dvclive must not rewrite it
-    return Live(f"dvclive/{name}", save_dvc_exp=False, dvcyaml=None)
+    with atomic_path(f"dvclive/{name}") as tmp:
+        # dvcyaml=None: dvc.yaml declares the plots itself; dvclive must not rewrite it
+        live = Live(str(tmp), save_dvc_exp=False, dvcyaml=None)
+        yield live
+        live.end()
 
 
 def fit_and_save(stage: str, tok, out_dir: str | Path, train: Callable, metrics: Callable | None = None,
-                 headline: Callable | None = None, timing_keys: tuple[str, ...] = TIMING_KEYS):
+                 timing_keys: tuple[str, ...] = TIMING_KEYS, config: Any = None):
     """(trained model, stats): `train(live, stats)` with dvclive/<stage> curves, the policy saved
     atomically to `out_dir` (model or peft adapter, loadable from any directory), and, with
-    `metrics(model, stats)`, reports/details|metrics/<stage>.json (`headline` picks the DVC
-    metrics) and reports/timings/<stage>.json. Only the main process saves and writes."""
-    live, stats = open_live(stage), {}
-    model = train(live, stats)
-    if live is None:  # not the main process
-        return model, stats
-    save_policy_dir(model, tok, out_dir)
-    live.end()
+    `metrics(model, stats)`, reports/details/<stage>.json and reports/timings/<stage>.json. Only the main process saves and writes."""
+    stats: dict[str, Any] = {}
+    with live_curves(stage) as live:
+        model = train(live, stats)
+        if live is None:  # not the main process
+            return model, stats
+        from ..model_card import write_policy_card
+
+        with atomic_path(out_dir) as tmp:  # the policy and its README.md card appear together
+            save_policy_dir(model, tok, tmp)
+            write_policy_card(tmp, out_dir, tok, config, stats)  # config: for the card
     if metrics is not None:
-        write_metrics(stage, metrics(model, stats), headline)
+        write_details(stage, metrics(model, stats))
         write_timing(stage, {k: stats[k] for k in timing_keys})
-        print(f"[{stage}] wrote {out_dir}, reports/metrics/{stage}.json (details in "
-              f"reports/details/), reports/timings/{stage}.json, dvclive/{stage} "
+        print(f"[{stage}] wrote {out_dir}, reports/details/{stage}.json, "
+              f"reports/timings/{stage}.json, dvclive/{stage} "
               f"({stats['steps']} steps, {stats['seconds']:.0f} s)")
     return model, stats
 
@@ -362,8 +378,7 @@ def pass_through(stage: str, base: str, out_dir: str | Path) -> None:
         tmp.mkdir()
         write_json(tmp / REF_FILE, {"base": base})
     empty_curves(stage, ("loss", "token_acc"))  # the declared curve dir: empty plots
-    write_metrics(stage, {"base": base, "trained": False,
-                          "note": "pass-through: downstream stages load this model"},
-                  training_headline)
+    write_details(stage, {"base": base, "trained": False,
+                          "note": "pass-through: downstream stages load this model"})
     write_timing(stage, {"seconds": 0.0})
     print(f"[{stage}] wrote {out_dir}/{REF_FILE} -> {base} (pass-through, nothing trained)")

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from .. import headline
 from ..config import SFT
 from ..model import n_parameters, render_prompts
 from . import runtime
@@ -149,7 +148,7 @@ def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
     def train(live, stats):
         return train_sft(model, tok, examples, cfg, live, stats)
 
-    return runtime.fit_and_save(stage, tok, out_dir, train, metrics, headline.training)[0]
+    return runtime.fit_and_save(stage, tok, out_dir, train, metrics, config=cfg)[0]
 
 
 @torch.no_grad()

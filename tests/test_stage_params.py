@@ -1,0 +1,172 @@
+"""Each stage depends on exactly the params it reads after overrides are resolved, and a bad
+param stops the run before DVC removes any output.
+
+dvc.yaml lists param keys per stage by hand (DVC's convention: `train.n_est`); the table they
+must match is countdown_rlvr.stage_params. The end-to-end checks run real `dvc status` and
+`dvc repro` in a copy of the project whose data outputs are stand-in files, committed to
+dvc.lock with `dvc commit` (no stage runs but `check_params`), so they take seconds.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dvc.dependency.param import ParamsDependency
+from dvc.repo import Repo
+from ruamel.yaml import YAML
+
+from countdown_rlvr import io
+from countdown_rlvr.stage_params import ARMS, leaves, resolved_keys
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stages(root: Path = ROOT) -> dict:
+    """stage address -> the resolved DVC stage, for every stage dvc.yaml defines."""
+    return {s.name: s for s in Repo(str(root)).index.stages}
+
+
+def kind_and_arm(address: str) -> tuple[str, str | None]:
+    """`rloo@rloo_shaped-1` -> (rloo, rloo_shaped); `rloo_nocurr@0` -> (rloo_nocurr, ...)."""
+    kind, _, item = address.partition("@")
+    if kind in ARMS:
+        return kind, item.rsplit("-", 1)[0] if "-" in item else ARMS[kind][0]
+    return kind, None
+
+
+def declared_leaves(stage, params: dict) -> set[str]:
+    keys = [k for d in stage.deps if isinstance(d, ParamsDependency) for k in d.params]
+    return {leaf for k in keys for leaf in leaves(params, k)}
+
+
+def test_every_stage_lists_exactly_the_params_it_reads():
+    params = io.load_params(ROOT / "params.yaml")
+    for address, stage in stages().items():
+        if address == "check_params":  # reads all of params.yaml, by design
+            continue
+        want, got = resolved_keys(params, *kind_and_arm(address)), declared_leaves(stage, params)
+        assert got == want, (f"dvc.yaml `{address}`: lists {sorted(got - want)} it does not read "
+                             f"and misses {sorted(want - got)}; fix its `params:` (the keys come "
+                             "from countdown_rlvr.stage_params)")
+
+
+def test_arm_sections_override_what_they_list():
+    """The resolution itself: rloo_shaped reads its own reward, not rloo's; int reads rloo's."""
+    params = io.load_params(ROOT / "params.yaml")
+    shaped = resolved_keys(params, "rloo", "rloo_shaped")
+    assert "rloo_shaped.reward" in shaped and "rloo.reward" not in shaped
+    assert "rloo.lr" in shaped and "rloo.sampler.temperature" in shaped
+    assert "rloo.reward" in resolved_keys(params, "int")
+    assert "rloo.lr" not in resolved_keys(params, "int")  # int.rloo sets its own lr
+    assert "rloo.reward" in resolved_keys(params, "rloo_nocurr")
+    assert "opd.entropy_coef" not in resolved_keys(params, "opd", "opd_ac")
+    assert "ipo.sources" not in resolved_keys(params, "ipo")  # adding a source re-runs no other
+
+
+def test_lock_holds_only_stages_dvc_yaml_defines():
+    lock = YAML(typ="safe").load((ROOT / "dvc.lock").read_text())["stages"]
+    if extra := sorted(set(lock) - set(stages())):
+        pytest.fail(f"dvc.lock has entries for stages dvc.yaml does not define: {extra}")
+
+
+# --------------------------------------------------------------------------- end to end
+
+def _stand_in(path: Path) -> None:
+    """A file (a name with a suffix) or a directory holding one file."""
+    if path.exists():
+        return
+    if path.suffix:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("stand-in\n")
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "stand-in").write_text("stand-in\n")
+
+
+def _dvc(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    bin_dir = Path(sys.executable).parent  # the stages run `python ...`: this interpreter
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([str(bin_dir / "dvc"), *args], cwd=repo, env=env, capture_output=True,
+                          text=True, check=False)
+    if check and proc.returncode:
+        raise AssertionError(f"dvc {' '.join(args)}: {proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def lock_template(tmp_path_factory) -> Path:
+    """The project's dvc.yaml, params.yaml and code, every other dep and out a stand-in, all
+    recorded in dvc.lock: `dvc status` reports nothing until something changes."""
+    repo = tmp_path_factory.mktemp("lock") / "repo"
+    repo.mkdir()
+    for name in ("dvc.yaml", "params.yaml", ".dvcignore"):
+        shutil.copy(ROOT / name, repo / name)
+    for name in ("stages", "src"):
+        shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+    _dvc(repo, "init", "--no-scm", "-q")
+    for stage in stages(repo).values():
+        for entry in [*stage.outs, *(d for d in stage.deps if not isinstance(d, ParamsDependency))]:
+            _stand_in(repo / str(entry.def_path))
+    _dvc(repo, "commit", "--force", "-q")
+    assert _dvc(repo, "status", "--json").stdout.strip() in ("{}", "")
+    return repo
+
+
+@pytest.fixture
+def committed(lock_template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the committed stand-in project, for one test to change."""
+    return Path(shutil.copytree(lock_template, tmp_path / "repo", symlinks=True))
+
+
+def _set(repo: Path, key: str, value) -> dict:
+    yaml = YAML()  # round-trip: comments stay, as `dvc exp run -S` leaves them
+    params = yaml.load((repo / "params.yaml").read_text())
+    section, _, name = key.partition(".")
+    params[section][name] = value
+    with open(repo / "params.yaml", "w") as fh:
+        yaml.dump(params, fh)
+    return io.load_params(repo / "params.yaml")
+
+
+def test_changing_rloo_reward_marks_exactly_the_stages_whose_config_changes(committed):
+    before = io.load_params(committed / "params.yaml")
+    after = _set(committed, "rloo.reward", "shaped")
+
+    def resolved(params: dict, address: str) -> dict:
+        return {k: str(leaf_value(params, k))
+                for k in resolved_keys(params, *kind_and_arm(address))}
+
+    expected = {a for a in stages(committed) if a != "check_params"
+                and resolved(before, a) != resolved(after, a)}
+    reported = set(YAML(typ="safe").load(_dvc(committed, "status", "--json").stdout))
+    assert reported == expected | {"check_params"}
+    # what that is, spelled out: the binary arm and the two stages that inherit its reward
+    assert expected == {"rloo@rloo-0", "rloo@rloo-1", "rloo@rloo-2", "int@0", "int@1", "int@2",
+                        "rloo_nocurr@0"}
+
+
+def leaf_value(params: dict, key: str):
+    value = params
+    for part in key.split("."):
+        value = value[part]
+    return value
+
+
+def test_a_bad_param_leaves_every_previous_output_in_place(committed):
+    """`problems.n_train: -5` (the case on record: DVC had removed data/problems/ and the
+    git-tracked reports/details/problems.json before the stage refused the value)."""
+    outputs = {p: p.read_bytes() for p in committed.rglob("*") if p.is_file()
+               and p.relative_to(committed).parts[0] in ("data", "reports", "dvclive")}
+    assert any("problems" in str(p) for p in outputs)
+    text = (committed / "params.yaml").read_text()
+    assert "  n_train: 32000" in text
+    (committed / "params.yaml").write_text(text.replace("  n_train: 32000", "  n_train: -5", 1))
+    proc = _dvc(committed, "repro", "traces", check=False)
+    assert proc.returncode != 0
+    assert "`problems.n_train` is -5" in proc.stdout + proc.stderr
+    assert "Running stage 'problems'" not in proc.stdout
+    assert {p: p.read_bytes() for p in outputs if p.exists()} == outputs, \
+        "a failed params check removed or changed outputs"
