@@ -16,7 +16,7 @@ from countdown_rlvr.replicates import tag
 def runs_of(ev: Evaluate, seeds: list[int]) -> dict[str, list[str]]:
     """policy -> the run tags its evaluate stages write (shared, every seed, the first one)."""
     return {**{p: [SHARED] for p in ev.shared},
-            **{p: [tag(s) for s in seeds] for p in ev.policies},
+            **{p: [tag(s) for s in seeds] for p in (*ev.policies, *ev.controls)},
             **{p: [tag(seeds[0])] for p in ev.first_replicate_only}}
 
 

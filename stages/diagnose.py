@@ -6,8 +6,9 @@ report has one all-fail number per policy and K. Samples nothing itself.
 
     python stages/diagnose.py <seed>
 
-Writes data/diagnose/r<seed>/failed.jsonl (the failed attempts: the input of `repair@<seed>`)
-and reports/{details,metrics,timings}/diagnose/r<seed>.json.
+A measurement only: its failed test samples are counted, never repaired (`repair@<seed>`
+samples its attempts on train problems, so self-distillation never trains on a test problem).
+Writes reports/{details,timings}/diagnose/r<seed>.json.
 """
 
 import sys
@@ -17,7 +18,7 @@ from countdown_rlvr import io
 from countdown_rlvr.config import Diagnose, Evaluate, from_section
 from countdown_rlvr.metrics import read_records
 from countdown_rlvr.replicates import parse_replicate, run_name, tag
-from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
+from countdown_rlvr.research.diagnose import diagnosis
 
 
 def main(argv: list[str]) -> None:
@@ -30,21 +31,19 @@ def main(argv: list[str]) -> None:
                             f"{ev.ks} and at most evaluate.n ({ev.n}): the report's S0 Table 3 "
                             "shows every policy at that K, from the same groups; change one")
     name, records_file = run_name("diagnose", r), f"data/eval/sft/{tag(r)}.parquet"
-    failed_file = f"data/diagnose/{tag(r)}/failed.jsonl"
     io.require_inputs("diagnose", records_file)
     t0 = time.time()
     records = read_records(records_file)
     records = records[(records["split"] == "test") & (records["seed"] == ev.seeds[0])]
     metrics = diagnosis(records, cfg.k)
-    failed = failed_attempts(records)
-    io.write_jsonl(failed_file, failed)
     io.write_details(name, {**metrics, "replicate": r})
     io.write_timing(name, {"seconds": round(time.time() - t0, 2)})
     print(f"[diagnose] {metrics['n_groups']} groups of {cfg.k} from {records_file}: pass@1 "
           f"{metrics['pass@1']:.3f}, pass@{cfg.k} {metrics['pass@k']:.3f}, all-fail "
           f"{metrics['all_fail']:.3f}, zero-informative {metrics['zero_informative']:.3f}, "
-          f"reward contrast {metrics['reward_contrast']:.3f}; {len(failed)} failed attempts")
-    print(f"[diagnose] wrote {failed_file}, reports/metrics/{name}.json")
+          f"reward contrast {metrics['reward_contrast']:.3f}; "
+          f"{metrics['n_failed_attempts']} failed samples")
+    print(f"[diagnose] wrote {io.DETAILS}/{name}.json")
 
 
 if __name__ == "__main__":

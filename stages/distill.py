@@ -9,7 +9,9 @@ pairs of that condition; `evaluate` then samples it without feedback like any po
 
 A condition without a single successful repair trains nothing: the SFT policy is saved
 unchanged, the metrics say `trained: false, examples: 0`, and the pipeline goes on.
-Replicate <seed> distils replicate <seed>'s repairs of its own SFT policy. Writes
+Replicate <seed> distils replicate <seed>'s repairs of its own SFT policy, whose attempts are
+failures on train problems (`repair@<seed>`'s pool): no example is a problem `evaluate` scores
+the distilled policy on. Writes
 data/models/distill_<condition>/r<seed>, reports/{details,metrics,timings}/distill/<condition>/
 r<seed>.json and dvclive/distill/<condition>/r<seed>.
 """

@@ -31,7 +31,8 @@ EMPTY_HINT = {
 }
 METRIC_KEYS = ("steps", "planned_steps", "stopped_by", "epochs", "pairs_used", "loss_first",
                "loss_final", "ipo_final", "margin_first", "margin_final", "pref_acc_first",
-               "pref_acc_final", "chosen_reward_final", "rejected_reward_final", "chosen_nll_final")
+               "pref_acc_final", "chosen_reward_final", "rejected_reward_final", "chosen_nll_final",
+               "val_pairs", "val_margin_before", "val_margin_after", "val_pref_acc_after")
 
 
 def main(argv: list[str]) -> None:

@@ -23,7 +23,8 @@ from countdown_rlvr.train.sft import collate, example_row
 PAIRS = [{"prompt": f"Numbers: {a} {b}\n", "chosen": f"<answer>{a} + {b}</answer>",
           "rejected": f"<answer>{a} - {b}</answer>"} for a in range(1, 4) for b in range(1, 4)]
 CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 20, "warmup_frac": 0.1,
-       "beta": 0.5, "rpo_alpha": 0.0, "seed": 0, "log_every": 5, "time_budget_s": None}
+       "beta": 0.5, "rpo_alpha": 0.0, "seed": 0, "log_every": 5, "time_budget_s": None,
+       "val_frac": 0.0}  # every pair trained on; the held-out check sets its own
 # (overrides of params.yaml's `ipo` section: tests/helpers.config_of)
 
 
@@ -42,8 +43,12 @@ def run(tiny_dir, cfg, pairs=PAIRS):
 
 
 def test_ipo_separates_pairs_and_starts_at_zero_margin(tiny_dir, one_thread):
-    model, ref, live, st = run(tiny_dir, CFG)
-    assert st["steps"] == 20 and st["stopped_by"] == "max_steps" and st["pairs_used"] == len(PAIRS)
+    model, ref, live, st = run(tiny_dir, {**CFG, "val_frac": 0.2})
+    assert st["steps"] == 20 and st["stopped_by"] == "max_steps"
+    # ipo.val_frac of the pairs held out: the margin on them, 0 before (policy = reference),
+    # rises after (the pairs share one pattern, + preferred to -: it generalises)
+    assert st["pairs_used"] + st["val_pairs"] == len(PAIRS) and st["val_pairs"] >= 1
+    assert st["val_margin_before"] == 0.0 and st["val_margin_after"] > 0.1, st
     # step 1: the policy is the reference, so the margin is 0 and the loss is (1/(2 beta))^2
     assert live.curve("margin")[0] == pytest.approx(0.0, abs=1e-5)
     assert live.curve("loss")[0] == pytest.approx((1 / (2 * CFG["beta"])) ** 2, rel=1e-5)

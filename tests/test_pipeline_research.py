@@ -1,14 +1,14 @@
 """End to end: diagnose, repair, distill@<condition>-<seed> and int through the real `dvc repro`,
-smoke-sized (one replicate, seed 0); the distillation's training path on a successful repair;
-bad params stop early."""
+smoke-sized (one replicate, seed 0); the distillation's training path on a successful repair,
+and that nothing it trains on is a test or OOD problem; bad params stop early."""
 
 import json
 
 import pandas as pd
 import pytest
 
-from countdown_rlvr.research.repair import CONDITIONS
-from countdown_rlvr.task import solve, verify
+from countdown_rlvr.research.repair import CONDITIONS, distill_examples
+from countdown_rlvr.task import problem_key, solve, solve_prompt, verify
 from countdown_rlvr.traces import direct_trace
 
 pytestmark = pytest.mark.slow
@@ -32,7 +32,31 @@ def metrics(pipe, name: str) -> dict:
     return json.loads(pipe.read(f"reports/details/{name}/r0.json"))
 
 
+def held_out(pipe) -> set[tuple]:
+    """The problem keys every evaluation scores: the test and OOD splits."""
+    rows = [json.loads(x) for split in ("test", "ood")
+            for x in pipe.read(f"data/problems/{split}.jsonl").splitlines()]
+    return {problem_key(r["numbers"], r["target"]) for r in rows}
+
+
+def assert_distilled_not_held_out(repairs: pd.DataFrame, keys: set[tuple]) -> int:
+    """No self-distillation example is a test / OOD problem, neither by its (numbers, target)
+    nor by its prompt (what `distill` trains on); returns the examples checked."""
+    prompts = {solve_prompt(list(k[0]), k[1], "tiny") for k in keys}
+    n = 0
+    for cond in DISTILLED:
+        ok = repairs[(repairs["condition"] == cond) & repairs["correct"].astype(bool)]
+        assert not {problem_key(list(r.numbers), r.target) for r in ok.itertuples()} & keys
+        examples = distill_examples(repairs, cond, "tiny")
+        assert not {prompt for prompt, _ in examples} & prompts
+        n += len(examples)
+    return n
+
+
 def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
+    # the secondary conditions (F1 .. Fshuf) are opt-in (params.secondary.yaml): switch them on
+    pipeline.set_params({"distill": {"first_replicate_conditions": [c for c in DISTILLED
+                                                                    if c != "R"]}})
     first = pipeline.repro("diagnose", "repair", "distill", "distill_first", "int")
     assert STAGES <= ran(first)
 
@@ -40,15 +64,25 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     # diagnose.k: the same samples and groups as S0 Table 3's SFT row, nothing sampled twice
     d = metrics(pipeline, "diagnose")
     assert DIAGNOSE_KEYS <= set(d) and d["k"] == 4 and d["n_groups"] == d["n_problems"]
-    failed = [json.loads(x) for x in pipeline.read("data/diagnose/r0/failed.jsonl").splitlines()]
-    assert len(failed) == d["n_failed_attempts"] == sum(d["failures"].values())
     records = pd.read_parquet(pipeline.path / "data/eval/sft/r0.parquet")
     records = records[records["split"] == "test"]
-    assert len(records) == 4 * d["n_problems"] and (~records["correct"]).sum() == len(failed)
+    assert len(records) == 4 * d["n_problems"]
+    assert (~records["correct"]).sum() == d["n_failed_attempts"] == sum(d["failures"].values())
+    # a measurement only: its failed test samples feed no repair (no attempts file)
+    assert not (pipeline.path / "data/diagnose").exists()
     table3 = json.loads(pipeline.read("reports/details/eval/sft/r0.json"))["diagnostics_by_k"]
     assert table3["k4"]["all_fail"] == d["all_fail"] == pytest.approx(1 - d["pass@k"])
 
+    # repair's attempt pool: its own samples of the last repair.n_problems (20) train problems
     r = metrics(pipeline, "repair")
+    train = [json.loads(x) for x in pipeline.read("data/problems/train.jsonl").splitlines()]
+    pool = pd.read_parquet(pipeline.path / "data/repair/r0/pool.parquet")
+    assert set(pool["split"]) == {"train"} and len(pool) == 20  # repair.select_k = 1
+    assert list(pool["problem_id"]) == [p["id"] for p in train[-20:]]
+    failed = pool[~pool["correct"]]
+    ap = r["attempt_pool"]
+    assert (ap["split"], ap["n_problems"], ap["samples"]) == ("train", 20, 20)
+    assert ap["failed"] == len(failed)
     assert r["n_attempts"] == min(4, len(failed)) and set(r["conditions"]) == set(CONDITIONS)
     for cond, m in r["conditions"].items():
         assert REPAIR_KEYS <= set(m) and m["n"] == r["n_attempts"]
@@ -59,7 +93,10 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     assert all(set(t["successes"]) == set(CONDITIONS) for t in r["by_failure"].values())
     repairs = pd.read_parquet(pipeline.path / "data/repair/r0/repairs.parquet")
     assert len(repairs) == r["n_attempts"] * len(CONDITIONS) * 1  # repair.k = 1
-    assert set(repairs["attempt_id"]) <= {f["attempt_id"] for f in failed}
+    assert set(repairs["attempt_id"]) <= {f"{x.problem_id}/{x.sample}" for x in failed.itertuples()}
+    keys = held_out(pipeline)
+    assert not {problem_key(list(x.numbers), x.target) for x in repairs.itertuples()} & keys
+    assert_distilled_not_held_out(repairs, keys)
 
     for cond in DISTILLED:
         m = metrics(pipeline, f"distill/{cond}")
@@ -76,7 +113,8 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     assert i["unsolved_train"] + i["unsolved_heldout"] == i["unsolved"]
     assert i["unsolved_heldout"] == round(0.5 * i["unsolved"])  # int.heldout_frac
     iv = i["interventions"]
-    assert iv["kept"] <= iv["found"] <= i["unsolved_train"] and iv["filter"] is False
+    # at most one intervention per failed trace: int.select_k traces of each trained-on problem
+    assert iv["kept"] <= iv["found"] <= i["select_k"] * i["unsolved_train"] and iv["filter"] is False
     arms = {"sft", "int_sft", "int", "plain_rl", "int_solver_sft", "rloo"}
     assert set(i["pass_at_k"]) == set(i["heldout_pass_at_k"]) == arms
     tests = {"int_vs_plain_rl", "int_vs_rloo", "int_vs_int_solver_sft", "int_vs_int_sft",
@@ -110,6 +148,7 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     pipeline.run("python", "stages/distill.py", "R", "0")
     m = metrics(pipeline, "distill/R")
     assert m["trained"] is True and m["examples"] == 1 and m["steps"] == 2
+    assert assert_distilled_not_held_out(ok, keys) == 1  # the example it trained on: train
     assert (pipeline.path / "dvclive/distill/R/r0/plots/metrics/train/loss.tsv").exists()
 
 

@@ -111,6 +111,7 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
         assert {f"sft@{r}", f"rloo@rloo-{r}", f"rloo@rloo_shaped-{r}", f"opd@opd_ac-{r}",
                 f"int@{r}", f"diagnose@{r}", f"repair@{r}", f"distill@R-{r}"} <= names
         assert {f"evaluate@{p}-{r}" for p in ev["policies"]} <= names
+        assert {f"evaluate_control@{p}-{r}" for p in ev["controls"]} <= names
     assert {f"evaluate_first@{p}-0" for p in ev["first_replicate_only"]} <= names
     assert {n for n in names if n.startswith("rloo_nocurr@")} == {"rloo_nocurr@0"}
     # the arms no seed claim uses are trained for the first seed only, like their evaluations
@@ -128,7 +129,7 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
 
     (tmp_path / "quick").mkdir()
     quick = stage_names(tmp_path / "quick", [5])
-    assert "sft@5" in quick and "sft@0" not in quick and "evaluate_first@ipo_base-5" in quick
+    assert "sft@5" in quick and "sft@0" not in quick and "evaluate_first@rloo_nocurr-5" in quick
 
 
 @pytest.mark.parametrize("path,stage", [
@@ -136,7 +137,7 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
     ("data/models/opd_ac/r2", "opd"), ("data/models/rloo_shaped/r0", "rloo"),
     ("data/models/rloo_nocurr/r0", "rloo_nocurr"), ("data/models/distill_F1/r0/config.json",
                                                    "distill"),
-    ("data/diagnose/r0/failed.jsonl", "diagnose"), ("data/models/base", "base"),
+    ("data/repair/r0/pool.parquet", "repair"), ("data/models/base", "base"),
     ("data/eval/teacher/shared.parquet", "evaluate_shared"), ("elsewhere/model", None),
 ])
 def test_an_error_names_the_stage_group_that_writes_a_replicate_path(path, stage):

@@ -154,18 +154,21 @@ def test_seed_claims_and_design_differences(complete):
     _, md = complete
     assert md.index("## Seed claims vs this run") < md.index("(S4 Table 1)")
     rows = table_rows(md, "Seed claims vs this run")
-    assert len(rows) == 8
-    assert all(r[-1].strip("*").split()[0] in {"reproduced", "contradicted", "inconclusive",
-                                               "not"} for r in rows)
-    assert {r[5] for r in rows} == {"effect", "no change", "rate"}
+    assert len(rows) == 9  # the eight claims and S1's premise
+    assert all(r[9].strip("*").split()[0].strip(":;") in {"reproduced", "contradicted",
+                                                         "inconclusive", "not"} for r in rows)
+    assert {r[6] for r in rows} == {"effect", "no change", "above"}
     rl = next(r for r in rows if r[0].startswith("S4: RLOO"))
     d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]
-    assert f"{d['pooled']['mean']:+.3f} [{d['pooled']['ci_low']:+.3f}" in rl[2]
+    assert f"pass@1 diff {d['pooled']['mean']:+.3f} [" in rl[2]
     assert all(f"{t} pass@1 {r['pass_diff']:+.3f}" in rl[3] for t, r in d["per_replicate"].items())
+    # the fixture's arms all moved: every check passes in every replicate
+    assert rl[4] == ("rloo (training rollout pass rate rises, curriculum unlocks before 75% "
+                     "of the steps): r0 pass, r1 pass, r2 pass")
     # Holm: the adjusted p is never below the raw one
     for r in rows:
-        if r[6] != "–":
-            assert float(r[7]) >= float(r[6])
+        if r[7] != "–":
+            assert float(r[8]) >= float(r[7])
     assert "KL term" in md and "number misuse" in md and "The teacher** has" in md
     # the fixture's OOD split separates its policies: no "measures almost nothing" caveat
     c = metrics("compare.json")
@@ -200,23 +203,124 @@ def test_a_claim_of_no_change_is_not_reproduced_by_a_non_significant_test(comple
     rl = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S4: RLOO"))
     top = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k16"]["pooled"]
     assert top["ci_high"] > 0.05 and top["pvalue"] > 0.05  # not significant, yet not excluded
-    assert rl[-1] == "**inconclusive**"
+    assert rl[9].startswith("**inconclusive (pass@1 rises: ")
 
 
 def test_claim_verdicts_follow_the_pooled_test_after_holm():
-    from countdown_rlvr.claims import EFFECT, NO_CHANGE, RATE, Claim
+    from countdown_rlvr.checks import FAIL, NOT_MEASURED
+    from countdown_rlvr.claims import ABOVE, EFFECT, NO_CHANGE, Claim
 
-    def verdict(rule, p, right=True, against=None):
+    def verdict(rule, p, right=True, against=None, status=None):
         c = Claim("x", "y", rule, right_way=right, against=against)
-        c.adjusted = p
+        c.adjusted, c.against_adjusted = p, against  # as Holm-adjusted by evaluate
+        if status:
+            c.check_status, c.check_why = status, "why"
         return c.verdict()
 
     assert verdict(EFFECT, 0.01) == "reproduced" and verdict(EFFECT, 0.01, False) == "contradicted"
     assert verdict(EFFECT, 0.2) == "inconclusive"
     assert verdict(NO_CHANGE, 0.2, against=0.01) == "contradicted"
-    assert verdict(RATE, 0.01).startswith("contradicted")
-    assert verdict(RATE, 0.3).startswith("inconclusive")
+    assert verdict(ABOVE, 0.01) == "reproduced"
+    assert verdict(ABOVE, 0.6, against=0.01) == "contradicted"
+    assert verdict(ABOVE, 0.3, against=0.7) == "inconclusive"
     assert verdict(EFFECT, None).startswith("inconclusive: one replicate")
+    # an arm that did not move, or a check not measured: no verdict, whatever the p
+    assert verdict(EFFECT, 0.001, status=FAIL) == "not tested: why"
+    assert verdict(EFFECT, 0.001, status=NOT_MEASURED) == "not tested: why"
+
+
+def claims_rows(root: Path) -> dict[str, list[str]]:
+    md = (root / "reports/report.md").read_text()
+    return {r[0].split(":")[0] + ":" + r[0].split(":")[1][:12]: r
+            for r in table_rows(md, "Seed claims vs this run")}
+
+
+def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
+    """rloo's curriculum never unlocks in r1 (the arm check fails there): the claims resting
+    on rloo read "not tested", name the arm, the check and the replicate, and leave Holm's
+    family; an IPO check the stage did not write reads "not measured"."""
+    from countdown_rlvr import claims
+
+    root = copy_fixture(tmp_path)
+    details = root / "reports/details"
+    path = details / "rloo/r1.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "tier_unlock_step": None}))
+    for t in ("r0", "r1", "r2"):
+        path = details / f"ipo/scripted/{t}.json"
+        m = json.loads(path.read_text())
+        del m["val_margin_after"]
+        path.write_text(json.dumps(m))
+    inp = render(root, require_all=True)
+    rows = table_rows((root / "reports/report.md").read_text(), "Seed claims vs this run")
+    by = {r[0][:30]: r for r in rows}
+    sharpen = next(r for r in rows if r[0].startswith("S4: RLOO"))
+    assert sharpen[9].startswith("**not tested: rloo did not move (training rollout pass "
+                                 "rate rises, curriculum unlocks before 75% of the steps, "
+                                 "fails in r1)")
+    assert "r1 fail" in sharpen[4] and "r0 pass" in sharpen[4]
+    assert sharpen[8] == "–" and sharpen[7] != "–"  # its raw p shown, out of the family
+    shaped = next(r for r in rows if r[0].startswith("S1: the shaped"))
+    assert shaped[9].startswith("**not tested: rloo did not move")
+    ipo = next(r for r in rows if r[0].startswith("S1: verified"))
+    assert ipo[9] == ("**not tested: preference margin on held-out pairs rises not measured "
+                      "(ipo_scripted: r0, r1, r2)**")
+    assert all(r[10] == "–" for r in (sharpen, shaped, ipo))  # no replicates to plan
+    found = claims.evaluate(inp)
+    assert {c.name for c, _, _ in claims.family(found)} == {
+        c.name for c in found if c.name not in {"rloo_sharpens", "shaped", "ipo_sources"}}
+    assert len(by) == 9
+
+
+def test_the_premise_row_and_what_each_contrast_isolates(complete):
+    """S1's premise (binary RLOO does not learn over SFT) is its own row, tested as a
+    no-change claim with the rise as its p against; the shaped row says what the premise
+    found. S0's feedback row names what each of its three contrasts isolates."""
+    _, md = complete
+    rows = table_rows(md, "Seed claims vs this run")
+    names = [r[0] for r in rows]
+    premise = next(r for r in rows if r[0].startswith("S1 premise"))
+    assert names.index(premise[0]) == names.index(next(n for n in names
+                                                       if n.startswith("S1: the shaped"))) - 1
+    d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["pooled"]
+    assert premise[6] == "no change"
+    assert f"binary RLOO − SFT pass@1 {d['mean']:+.3f}" in premise[9]
+    assert "binary learns" in premise[9]  # p 0.016 before Holm: the rise holds on its own
+    shaped = next(r for r in rows if r[0].startswith("S1: the shaped"))
+    assert f"premise (its own row): inconclusive, binary RLOO − SFT pass@1 {d['mean']:+.3f}" \
+        in shaped[9]
+    fb = next(r for r in rows if r[0].startswith("S0: a fresh resample"))
+    for isolates in ("F vs R, feedback against a fresh resample",
+                     "F0 vs R, the repair format itself",
+                     "F vs F0, the feedback's content given the repair format"):
+        assert isolates in fb[9]
+    zero = next(r for r in rows if r[0].startswith("S0: most prompts"))
+    assert zero[6] == "above" and "vs the seed's 59.2% (context, not the verdict)" in zero[2]
+
+
+def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete):
+    """The replicates the floored t-test needs (80% power at Holm's strictest level, the SD it
+    used), at the observed effect and the seed's, and the command that adds the seeds; a
+    seed effect on another scale is said to be unusable."""
+    from countdown_rlvr import claims
+    from countdown_rlvr.stats import replicates_needed
+
+    root, md = complete
+    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
+    found = {c.name: c for c in claims.evaluate(inp)}
+    sd_claim = found["self_distill"]
+    assert sd_claim.outcome() == "inconclusive"
+    (plan,) = sd_claim.plans
+    alpha = 0.05 / len(claims.family(found.values()))
+    n_obs = replicates_needed(plan.observed, plan.sd, alpha)
+    n_seed = replicates_needed(0.168 - 0.086, plan.sd, alpha)
+    row = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S0: self-dist"))
+    assert row[10].startswith(f"{n_obs} replicates at the observed effect, {n_seed} "
+                              "replicates at the seed's")
+    seeds = ",".join(map(str, range(n_obs if n_obs > 3 else n_seed)))  # r0-r2 and the new
+    assert f"`dvc exp run -S 'replicates.seeds=[{seeds}]'`" in row[10]
+    shaped = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S1: the shaped"))
+    assert "the seed's effect is not a number we can use here" in shaped[10]
+    assert "Replicates to decide" in md
 
 
 def test_differences_read_policy_minus_reference_in_either_pair_order(complete, tmp_path):

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr import headline
 from countdown_rlvr.metrics import records_frame
 from countdown_rlvr.model import build_tiny, load_model
 from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
@@ -26,6 +25,7 @@ from countdown_rlvr.research.repair import (
     condition_feedback,
     derangement,
     distill_examples,
+    pool_problems,
     repair_metrics,
     repair_prompt,
     run_repairs,
@@ -254,6 +254,19 @@ def test_repair_prompt_layout():
     assert repair_prompt(WRONG, "", "chat") == chat.replace(fb, "")
 
 
+def test_attempt_pool_is_the_end_of_the_train_split(problems):
+    """`distill` trains on the repairs of the pool's failures: train problems only (the last
+    N, away from the first ones RL prompts and pairs take), never a test or OOD problem."""
+    pool = pool_problems(problems, 10)
+    assert pool == problems[-10:] and pool_problems(problems, None) == problems
+    assert {p["id"] for p in pool}.isdisjoint(p["id"] for p in problems[:30])
+    held_out = [p.to_dict() for p in generate_problems(3, 11, "test")]
+    with pytest.raises(ValueError, match="train split only"):
+        pool_problems(problems + held_out, 3)  # even when the slice itself is all test
+    with pytest.raises(ValueError, match="the train split has 40"):
+        pool_problems(problems, 41)
+
+
 def test_attempt_selection_covers_problems_first():
     failed = [attempt(i, "<answer>1</answer>", problem=f"p{i % 3}") | {"attempt_id": f"p{i % 3}/{i}"}
               for i in range(9)]
@@ -319,9 +332,6 @@ def test_every_condition_is_tested_against_f0_and_per_failure_type():
     assert table[W] == {"attempts": 2, "successes": {"F0": 1, "F3": 2, "F4": 2, "R": 0},
                         "success_rate": {"F0": 0.5, "F3": 1.0, "F4": 1.0, "R": 0.0}}
     assert table[P]["attempts"] == 2 and table[P]["successes"] == {"F0": 0, "F3": 1, "F4": 0, "R": 1}
-    head = headline.repair("repair/r0", {"conditions": m})
-    assert set(head["F3"]) == {"success_rate", "p_vs_resample", "p_vs_F0"}
-    assert set(head["F0"]) == {"success_rate", "p_vs_resample"}
 
 
 def test_distill_examples_use_the_plain_prompt_and_successes_only():

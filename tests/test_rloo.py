@@ -332,6 +332,41 @@ def test_the_four_number_tier_unlocks_once_three_number_success_crosses_tau():
     assert not cur.update(1.0) and cur.level == 1  # no tier beyond the last
 
 
+def test_the_deadline_unlocks_a_tier_that_success_did_not():
+    """A gate the rollouts never reach still unlocks after `deadline` steps at a tier, and the
+    window restarts; success before the deadline unlocks as without one."""
+    tiers = [[0], [1], [2]]
+    cur = Curriculum(tiers, window=2, threshold=0.9, deadline=3)
+    for _ in range(7):
+        cur.update(0.0)
+    assert cur.unlock_steps == [3, 6] and cur.deadline_unlocks == 2 and cur.level == 2
+    early = Curriculum(tiers, window=2, threshold=0.5, deadline=5)
+    for a in (0.6, 0.6):
+        early.update(a)
+    assert early.unlock_steps == [2] and early.deadline_unlocks == 0
+
+
+@pytest.mark.parametrize("over", [{"kl_coef": 0.5, "entropy_coef": 0.5},
+                                  {"kl_coef": 0.0, "entropy_coef": 0.5, "ppo_epochs": 2}])
+def test_a_step_with_no_advantage_leaves_the_weights_unchanged(tiny_dir, one_thread, over):
+    """Every group flat (an untrained model never answers: binary reward 0 everywhere), with
+    KL and entropy terms that would give a gradient: the weights do not move, and the
+    diagnostics (KL, entropy) are still measured and logged for every step."""
+    model, tok = load_model(str(tiny_dir))
+    ref = copy.deepcopy(model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    problems = [{"numbers": [1, 2, 3], "target": 6}, {"numbers": [2, 3, 4, 5], "target": 70}]
+    live, st = RecordingLive(), {}
+    model = run_rloo(model, tok, problems, {"steps": 3, "group_size": 4, "prompts_per_step": 2,
+                                            "lr": 1e-2, "reward": "binary", **over},
+                     ref_model=ref, live=live, stats=st)
+    assert live.curve("advantage_std") == [0.0] * 3
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert st["no_signal_steps"] == 3
+    assert len(live.curve("entropy")) == 3 and all(e > 0 for e in live.curve("entropy"))
+    assert len(live.curve("kl")) == (3 if over["kl_coef"] else 0)
+
+
 def test_opd_forward_kl_is_zero_for_the_student_itself_and_falls_toward_a_teacher(
         toy_policy, tiny_dir, one_thread):
     model, tok = toy_policy

@@ -130,7 +130,7 @@ RULES: dict[str, Rule] = {
     "max_new_tokens": POS, "group_size": integer(2), "prompts_per_step": POS, "steps": POS,
     "max_steps": optional(POS), "epochs": optional(RATE), "ppo_epochs": POS, "log_every": POS,
     "time_budget_s": optional(RATE), "dpi": POS, "curriculum_target_bins": POS,
-    "curriculum_window": POS,
+    "curriculum_window": POS, "curriculum_deadline": optional(POS),
     # seeds
     "seed": SEED, "init_seed": SEED, "eval_seed": SEED, "boot_seed": SEED,
     "seeds": list_of(SEED, unique=True),
@@ -165,7 +165,7 @@ RULES: dict[str, Rule] = {
     "repair_frac": FRACTION, "repair_mix": failure_mix, "heldout_frac": number(0, hi=0.9),
     # evaluation and statistics
     "policies": list_of(name, unique=True), "shared": list_of(name, 0, unique=True),
-    "first_replicate_only": list_of(name, 0, unique=True),
+    "first_replicate_only": list_of(name, 0, unique=True), "controls": list_of(name, 0, unique=True),
     "splits": list_of(choice("test", "ood"), unique=True), "ks": list_of(POS, unique=True),
     "budgets": list_of(POS, unique=True), "pairs": name_pairs, "exact": flag,
     "alpha": number(0, True, 0.5),
@@ -369,6 +369,7 @@ class IPO(Supervised, Adapter):
     def all_sources(self) -> list[str]:
         return [*self.sources, *self.first_replicate_sources]
     beta: float  # target margin 1 / (2 beta) on length-normalised log-probs
+    val_frac: float  # seeded share of the pairs held out: the margin check's data
     rpo_alpha: float  # weight of the NLL anchor on the chosen response (0 = plain IPO)
 
 
@@ -391,6 +392,7 @@ class RL(Optim, Adapter):
     curriculum_target_bins: int  # target-magnitude bins per operand count
     curriculum_window: int  # steps of rollout accuracy averaged before a tier unlocks
     curriculum_threshold: float  # windowed pass rate that unlocks the next tier
+    curriculum_deadline: int | None  # a tier unlocks at the latest after this many steps
     n_problems: int | None  # prompt pool: the first N train problems (null = all)
     gen_batch_size: int  # sequences per generate call (speed and memory only)
     sampler: Sampler  # the rollout sampler
@@ -506,9 +508,11 @@ class Diagnose:
 @dataclass(frozen=True)
 class Repair:
     """`repair`: feedback-conditioned repair of failed attempts."""
+    n_problems: int | None  # attempt pool: the last N train problems (null = all)
+    select_k: int  # attempt pool: samples per pool problem; the failed ones are the attempts
     n_attempts: int  # failed attempts repaired
     k: int  # repair samples per attempt and condition
-    seed: int  # attempt choice, Fshuf derangement, sampling seed
+    seed: int  # attempt choice, Fshuf derangement, sampling seed (the pool: a stream of it)
     conditions: list[str]  # F0 .. F4, Fshuf, R
     batch_size: int  # sequences per generate call
 
@@ -551,6 +555,8 @@ class Evaluate:
     """`evaluate`: samples of every policy on the held-out splits."""
     shared: list[str]  # trained once (fixed inputs): data/models/<name>
     policies: list[str]  # trained per replicate: data/models/<name>/r<seed>, every seed
+    controls: list[str]  # trained per replicate like `policies`, shown in the report's tables,
+    # not in the DVC headline (a claim's control arms: int_sft, int_plain_rl)
     first_replicate_only: list[str]  # secondary policies: only the first replicate seed
     splits: list[str]  # data/problems/<split>.jsonl files
     n: int  # samples per prompt and seed
@@ -561,10 +567,10 @@ class Evaluate:
     budgets: list[int]  # best-of-N budgets
 
     def __post_init__(self):
-        names = [*self.shared, *self.policies, *self.first_replicate_only]
+        names = [*self.shared, *self.policies, *self.controls, *self.first_replicate_only]
         if twice := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"evaluate lists {twice} more than once; a policy is either "
-                             "shared, replicated (policies) or first_replicate_only")
+                             "shared, replicated (policies, controls) or first_replicate_only")
         # metrics.summarize can only report k <= n (samples per prompt and seed) and would skip
         # the rest without a word: the report would then lack a column the params asked for
         for key, what in (("ks", "pass@k"), ("budgets", "best-of-N")):
@@ -576,7 +582,7 @@ class Evaluate:
 
     def replicated(self) -> list[str]:
         """Every policy trained per replicate."""
-        return [*self.policies, *self.first_replicate_only]
+        return [*self.policies, *self.controls, *self.first_replicate_only]
 
     def all(self) -> list[str]:
         return [*self.shared, *self.replicated()]

@@ -12,22 +12,16 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    GenerationConfig,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-)
 
 from .config import from_section
 from .io import atomic_path, load_params
 from .replicates import for_replicate, parse_replicate
+
+if TYPE_CHECKING:  # annotations only; the functions import transformers when called
+    from transformers import PreTrainedTokenizerFast, Qwen2Config
 
 EOS = "<|endoftext|>"
 EOS_ID = 0  # the only trainer special token, so it gets id 0
@@ -67,6 +61,11 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     Byte-level means every string round-trips exactly (no unknown token, no normalizer);
     splitting digits makes the arithmetic positional, as in Qwen2's tokenizer.
     """
+    # lazy: transformers costs ~3 s of imports; stages that import this module without
+    # building or loading a model (e.g. traces via sampling) never pay it
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
@@ -97,6 +96,8 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 def tiny_config(hidden_size: int, n_layers: int, n_heads: int, n_kv_heads: int,
                 intermediate_size: int, max_positions: int, vocab_size: int,
                 *, eos_token_id: int = EOS_ID) -> Qwen2Config:
+    from transformers import Qwen2Config  # lazy: see build_tokenizer
+
     return Qwen2Config(
         vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=n_layers,
         num_attention_heads=n_heads, num_key_value_heads=n_kv_heads,
@@ -124,6 +125,8 @@ def _preset(preset_or_dict: str | dict[str, Any]) -> dict[str, Any]:
 
 def build_tiny(preset_or_dict: str | dict[str, Any], out_dir: str | Path, seed: int) -> Path:
     """Tokenizer + randomly initialised Qwen2ForCausalLM, saved together into `out_dir`."""
+    from transformers import Qwen2ForCausalLM  # lazy: see build_tokenizer
+
     tok = build_tokenizer()
     cfg = tiny_config(**_preset(preset_or_dict), vocab_size=len(tok))
     with torch.random.fork_rng(devices=[]):  # seeded init without touching the caller's RNG
@@ -263,6 +266,8 @@ def load_model(base: str, adapter: str | None = None, dtype: str | torch.dtype |
     adapter slot too and then simply replaces the base. `dtype` defaults to the configured
     `model.dtype` (float32 unless `configure` said otherwise). `device` defaults to cuda if present.
     """
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: see build_tokenizer
+
     dtype = DTYPES[SETTINGS["dtype"]] if dtype is None else DTYPES.get(dtype, dtype)
     if adapter is not None and not Path(adapter).is_dir():
         raise FileNotFoundError(
@@ -299,6 +304,8 @@ def save_policy_dir(model, tok, out_dir: str | Path) -> None:
     param of the training stages (an evaluation-temperature experiment must not retrain
     every model), and `evaluate` always samples with the current `sampler` params.
     """
+    from transformers import GenerationConfig  # lazy: see build_tokenizer
+
     for cfg in getattr(model, "peft_config", {}).values():
         cfg.base_model_name_or_path = portable_base(cfg.base_model_name_or_path)
     gen = getattr(model, "generation_config", None) or GenerationConfig()

@@ -511,31 +511,47 @@ def significance_section(ctx: Context) -> list[str]:
 
 def seed_claims_table(ctx: Context) -> list[str]:
     """One row per headline claim of the seeds: the pooled (replicate-unit) verdict first,
-    each replicate's own number and one-draw verdict beside it (claims.py states the rules)."""
+    each replicate's own number and one-draw verdict beside it, the check that the claim's
+    arms moved, and for an inconclusive claim the replicates that would decide it (claims.py
+    states the rules)."""
     from . import claims
 
+    found = claims.evaluate(ctx.inp)
+    seeds = [int(t[1:]) for t in ctx.inp.replicates if t[1:].isdigit()]
     rows = [[c.claim + (f" ({c.note})" if c.note else ""), c.seed, c.run, c.per_replicate,
-             c.test, c.rule, _p(c.pvalue), _p(c.adjusted), f"**{c.verdict()}**"]
-            for c in claims.evaluate(ctx.inp)]
-    n = len(ctx.inp.replicates)
+             c.check_cell(), c.test, c.rule, _p(c.pvalue), _p(c.adjusted),
+             f"**{c.verdict()}**", c.needed(seeds)] for c in found]
+    n, fam = len(ctx.inp.replicates), len(claims.family(found))
     return ["## Seed claims vs this run", "",
             (f"{n} replicate(s) ({', '.join(ctx.inp.replicates) or 'none'}): every compared "
              "policy trained and evaluated once per training seed; the unit of every verdict "
              "is the replicate. Rules: *effect* = reproduced / contradicted only when the "
              "t-test across replicates of the per-replicate paired effect is significant "
-             f"(alpha {claims.ALPHA}) after Holm's correction over the {len(claims.CLAIMS)} "
-             "claims, in / against the seed's direction, else inconclusive; *no change* = "
-             f"reproduced only when the interval also excludes a rise above {claims.MARGIN} "
-             "(one-sided equivalence), never from a non-significant test; *rate* = this run's "
-             "rate against the seed's with both sampling errors, contradicted only when they "
-             "differ. Why a t-test across replicates: it holds its size when training draws "
-             "differ, which a test over the problems of one draw does not (the per-replicate "
-             "column: + / − = that draw alone is significant for / against the seed, ns = "
-             "not; read it as what a one-draw report would have said). With few replicates "
-             "only effects large against the between-draw spread are significant. The seeds "
+             f"(alpha {claims.ALPHA}) after Holm's correction over the family ({fam} tests: "
+             "each tested claim's p and, for a no-change, above or several-contrast claim, "
+             "its p against), in / against the seed's direction, else inconclusive; a claim "
+             "of several contrasts holds only when each does; *no change* = reproduced only "
+             f"when the interval also excludes a rise above {claims.MARGIN} (one-sided "
+             "equivalence), never from a non-significant test; *above* = a one-sided test "
+             "that the share exceeds the seed's threshold (the seed's own rate is context). "
+             "Every test's SD is the larger of the spread between replicates and the "
+             "replicates' own sampling error, so three replicates that agree by chance "
+             "cannot make a few discordant problems look certain. Why a t-test across "
+             "replicates: it holds its size when training draws differ, which a test over "
+             "the problems of one draw does not (the per-replicate column: + / − = that draw "
+             "alone is significant for / against the seed, ns = not; read it as what a "
+             "one-draw report would have said). **Not tested**: a claim whose arm did not "
+             "move in some replicate (the arm check column: one stated check per arm, on "
+             "training or validation data, never the test split), or whose check was not "
+             "measured, gets no verdict and is left out of the family. **Replicates to "
+             f"decide**: for an inconclusive claim, the replicates at which the t-test has "
+             f"{claims.POWER:.0%} power at the observed effect and at the seed's, with the "
+             f"SD it used, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's strictest step); "
+             "adding seeds to `replicates.seeds` trains only the new replicates. The seeds "
              "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
             *_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
-                     "test", "rule", "p", "p (Holm)", "verdict"], rows)]
+                     "arm check", "test", "rule", "p", "p (Holm)", "verdict",
+                     "replicates to decide"], rows)]
 
 
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")

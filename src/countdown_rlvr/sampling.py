@@ -30,14 +30,16 @@ import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
-from transformers import GenerationConfig
 
 from .decode import KVStore, SamplerParams, decode, decoder_layers, fast_path_model
 from .model import SETTINGS, ModelRef, load_model, merge_adapter, render_prompts
+
+if TYPE_CHECKING:  # annotation only: importing transformers costs ~3 s (see model.py)
+    from transformers import GenerationConfig
 
 BACKENDS = ("hf", "vllm")
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -226,7 +228,7 @@ def _generate_vllm(model_ref, prompts, n, sp: SamplerParams, seed, return_logpro
         from vllm import LLM, SamplingParams
     except ImportError as exc:
         raise ImportError(VLLM_MISSING) from exc
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     with tempfile.TemporaryDirectory(prefix="vllm-model-") as tmp:
         path = _materialise(model_ref, tmp)

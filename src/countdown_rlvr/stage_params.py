@@ -38,7 +38,8 @@ class Section:
 
 # dvc.yaml stage -> its matrix item's key (None: no matrix) and what it reads, per item value.
 # A plain string is one key (or a whole section) read as is.
-EVAL_LISTS = ("evaluate.shared", "evaluate.policies", "evaluate.first_replicate_only")
+EVAL_LISTS = ("evaluate.shared", "evaluate.policies", "evaluate.controls",
+              "evaluate.first_replicate_only")
 READS: dict[str, Any] = {
     "problems": lambda: [Section("problems", C.Problems)],
     "base": lambda: [*MODEL_RUN, "model.base", "model.tiny_preset", "model.seed",
@@ -60,8 +61,8 @@ READS: dict[str, Any] = {
                         *STYLE],
     "int": lambda: [*MODEL_RUN, Section("int", C.Interventions),
                     Section("int.rloo", C.RL, "rloo"), "sampler", "traces.styles", *STYLE],
-    "evaluate": lambda: [*MODEL_RUN, Section("evaluate", C.Evaluate, skip=("shared", "policies",
-                                                                          "first_replicate_only")),
+    "evaluate": lambda: [*MODEL_RUN, Section("evaluate", C.Evaluate, skip=(
+        "shared", "policies", "controls", "first_replicate_only")),
                          "sampler", *STYLE],
     "compare": lambda: [Section("compare", C.Compare), *EVAL_LISTS, "replicates"],
     "report": lambda: [Section("report", C.Report), "replicates", *EVAL_LISTS, "ipo.sources",
@@ -70,7 +71,8 @@ READS: dict[str, Any] = {
 }
 # dvc.yaml stages that run another stage's script with the same reads
 SAME_AS = {"rloo_nocurr": "rloo", "ipo_first": "ipo", "distill_first": "distill",
-           "evaluate_shared": "evaluate", "evaluate_first": "evaluate"}
+           "evaluate_shared": "evaluate", "evaluate_first": "evaluate",
+           "evaluate_control": "evaluate"}
 ARMS = {"rloo": ("rloo", "rloo_shaped"), "rloo_nocurr": ("rloo_nocurr",), "opd": ("opd", "opd_ac")}
 
 

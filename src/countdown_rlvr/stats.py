@@ -6,9 +6,11 @@ on per-problem solved/unsolved (one sample each), a paired sign-flip permutation
 per-problem rates estimated from every sample, and a percentile bootstrap over problems for
 confidence intervals. These leave out the training draw. Across replicates, the unit is the
 replicate: a t-test and t interval on per-replicate effects (`replicate_t_test`), an
-one-sided equivalence test for claims that something does not rise (`below_margin_test`), a rate against another study's
-estimate with both sampling errors (`rate_vs_reference`), and Holm's correction for a family
-of claims (`holm`).
+one-sided equivalence test for claims that something does not rise (`below_margin_test`), a
+rate against another study's estimate with both sampling errors (`rate_vs_reference`), and
+Holm's correction for a family of claims (`holm`). The seed claims use `floored_t_test`: the
+same t-test with its SD floored at the replicates' own sampling error (`binary_paired_var`,
+`interval_var`), and plan more replicates with `t_power` / `replicates_needed`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, chi2, norm, permutation_test, ttest_1samp
+from scipy.stats import binomtest, chi2, nct, norm, permutation_test, ttest_1samp
+from scipy.stats import t as t_dist
 
 from .metrics import pass_at_k
 
@@ -242,3 +245,138 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
         for i, p in zip(idx, adjusted, strict=True):
             out[i] = float(p)
     return out
+
+
+# --------------------------------------------------------------------------- the floor
+# With three replicates, the t-test's SD is estimated from three numbers: when they happen to
+# agree (e.g. +0.059, +0.058, +0.059, each 3 discordant problems of ~51) it can be far smaller
+# than the sampling error each number carries, and the test far more confident than its data
+# (p 4e-05 there). Each replicate's effect is measured with a known within-replicate sampling
+# error, and the spread between replicates cannot truly be smaller than it, so the SD the test
+# uses is floored at it.
+
+def binary_paired_var(b: int, c: int, n: int) -> float:
+    """Sampling variance of the mean paired difference of binary outcomes over n units, b of
+    them (1, 0) and c (0, 1): the per-unit difference is +1, -1 or 0, so its variance is
+    (b + c) / n - ((b - c) / n)^2 and the mean's is that over n."""
+    if n < 1 or b < 0 or c < 0 or b + c > n:
+        raise ValueError(f"need 0 <= b, c and b + c <= n, n >= 1; got b={b}, c={c}, n={n}")
+    return (b + c) / n**2 - (b - c) ** 2 / n**3
+
+
+def interval_var(ci_low: float, ci_high: float, alpha: float = 0.05) -> float:
+    """Sampling variance of an estimate from its (1 - alpha) interval, read as a normal one:
+    se = width / (2 z_{1 - alpha/2}). For a bootstrap interval over a few hundred problems
+    (a mean of per-problem differences) the normal reading is the one its CLT gives."""
+    if ci_high < ci_low or not 0 < alpha < 1:
+        raise ValueError(f"need ci_low <= ci_high and alpha in (0, 1), got {ci_low}, {ci_high}, {alpha}")
+    return ((ci_high - ci_low) / (2 * norm.ppf(1 - alpha / 2))) ** 2
+
+
+@dataclass(frozen=True)
+class FlooredTest:
+    """A t-test across replicates whose SD is max(observed SD, within-replicate SD)."""
+    n: int  # replicates
+    mean: float  # mean effect over replicates
+    sd_observed: float | None  # SD across replicates (None with one replicate)
+    sd_within: float | None  # sqrt(mean within-replicate variance) (None when not given)
+    sd: float | None  # the SD the test uses: the larger of the two
+    ci_low: float | None  # t interval of the mean with that SD
+    ci_high: float | None
+    pvalue: float | None  # against `null`, `alternative` (None: not testable)
+    null: float = 0.0
+    alternative: str = "two-sided"
+
+    @property
+    def floored(self) -> bool:
+        """The floor, not the observed spread, set the SD."""
+        return (self.sd_within is not None and self.sd_observed is not None
+                and self.sd_within > self.sd_observed)
+
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+
+
+def floored_t_test(effects: Sequence[float], within_vars: Sequence[float] | None = None,
+                   null: float = 0.0, alternative: str = "two-sided",
+                   alpha: float = 0.05) -> FlooredTest:
+    """One-sample t-test (df = R - 1) of the mean per-replicate effect against `null`, its SD
+    max(observed SD across replicates, sqrt(mean of `within_vars`)), the replicates' own
+    sampling variances (`binary_paired_var`, `interval_var`). The floor only ever widens the
+    test, so it keeps the plain t-test's size wherever that holds and caps its confidence
+    where three near-identical numbers would otherwise make the spread look ~0
+    (tests/test_stats.py simulates both). `alternative`: "greater" / "less" test mean > null /
+    mean < null. One replicate: no test (the unit is the replicate). No spread and no floor:
+    p 1.0 when the mean is the null, else no test (as `replicate_t_test`)."""
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
+    x = np.asarray(effects, dtype=float)
+    if x.ndim != 1 or x.size == 0 or not np.isfinite(x).all():
+        raise ValueError(f"effects must be a non-empty 1-D list of finite numbers, got {effects}")
+    w = None if within_vars is None else np.asarray(within_vars, dtype=float)
+    if w is not None and (w.shape != x.shape or (w < 0).any() or not np.isfinite(w).all()):
+        raise ValueError(f"within_vars must be one finite variance >= 0 per effect, got {within_vars}")
+    n, mean = int(x.size), float(x.mean())
+    sd_w = None if w is None else float(math.sqrt(w.mean()))
+    if n == 1:
+        return FlooredTest(1, mean, None, sd_w, None, None, None, None, null, alternative)
+    sd_o = float(x.std(ddof=1))
+    if sd_o <= 1e-12 * max(1.0, abs(mean)):
+        sd_o = 0.0  # float rounding of equal effects, not a spread
+    sd = max(sd_o, sd_w or 0.0)
+    if sd == 0.0:
+        p = 1.0 if abs(mean - null) <= 1e-12 else None
+        return FlooredTest(n, mean, sd_o, sd_w, 0.0, mean, mean, p, null, alternative)
+    se = sd / math.sqrt(n)
+    t = (mean - null) / se
+    df = n - 1
+    p = {"two-sided": 2 * t_dist.sf(abs(t), df), "greater": t_dist.sf(t, df),
+         "less": t_dist.cdf(t, df)}[alternative]
+    half = t_dist.ppf(1 - alpha / 2, df) * se
+    return FlooredTest(n, mean, sd_o, sd_w, sd, float(mean - half), float(mean + half),
+                       float(min(p, 1.0)), null, alternative)
+
+
+# --------------------------------------------------------------------------- planning
+# An inconclusive claim's question is "how many replicates would decide it?": the t-test's
+# power at a given effect and SD is a noncentral t probability, so the answer is closed-form
+# enough to compute exactly, not guess.
+
+def t_power(effect: float, sd: float, n: int, alpha: float = 0.05,
+            alternative: str = "two-sided") -> float:
+    """Power of the one-sample t-test (df = n - 1) at level alpha when the true mean effect
+    (distance from the null) is `effect` and the per-replicate SD is `sd`: the noncentral t
+    with noncentrality effect sqrt(n) / sd beyond the critical value: both tails when
+    two-sided, the upper tail for "greater", the lower one for "less" (there a negative
+    effect is one in the test's direction)."""
+    if n < 2 or sd <= 0:
+        raise ValueError(f"need n >= 2 and sd > 0, got n={n}, sd={sd}")
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
+    df, nc = n - 1, effect * math.sqrt(n) / sd
+    if alternative == "two-sided":
+        crit = t_dist.ppf(1 - alpha / 2, df)
+        return float(nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc))
+    nc = nc if alternative == "greater" else -nc
+    return float(nct.sf(t_dist.ppf(1 - alpha, df), df, nc))
+
+
+MAX_REPLICATES = 100  # beyond this, "more than" (no pipeline budget buys it)
+
+
+def replicates_needed(effect: float, sd: float, alpha: float = 0.05, power: float = 0.8,
+                      alternative: str = "two-sided",
+                      max_n: int = MAX_REPLICATES) -> int | None:
+    """The smallest number of replicates n >= 2 at which the t-test across replicates has
+    `power` at `effect` (the true distance from the null, signed as the alternative reads it)
+    with per-replicate SD `sd`; None when even max_n does not (or the effect is 0 / points
+    the other way of a one-sided test)."""
+    if sd <= 0:
+        raise ValueError(f"sd must be > 0, got {sd}")
+    if effect == 0 or (alternative == "greater" and effect < 0) or \
+            (alternative == "less" and effect > 0):
+        return None
+    for n in range(2, max_n + 1):
+        if t_power(effect, sd, n, alpha, alternative) >= power:
+            return n
+    return None

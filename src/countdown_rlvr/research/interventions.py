@@ -386,12 +386,16 @@ def interventions_metrics(cfg: Interventions, problems: Sequence[dict], unsolved
                           heldout: Sequence[dict], rows: Sequence[dict], *, patch: dict, rl: dict,
                           plain_rl: dict, solver: dict, passk: dict, solved: dict,
                           heldout_passk: dict, heldout_solved: dict) -> dict[str, Any]:
-    """reports/metrics/int.json (before the headline split). cfg: params.yaml `int`.
+    """reports/details/int/r<seed>.json. cfg: params.yaml `int`.
     unsolved: the trained-on part of the unsolved problems; heldout: the rest (never
-    trained on). pass_at_k / mcnemar are on `unsolved`, heldout_* on `heldout`."""
+    trained on). pass_at_k / mcnemar are on `unsolved`, heldout_* on `heldout`.
+    `patched_solved_frac`: the share of the trained-on problems the patched policy (int_sft,
+    before any RL) solves in its K samples: S3's precondition that RL then sees reward (its
+    arm check), not a test-split number."""
     kept = [r for r in rows if r["kept"]]
     n_unsolved = len(unsolved) + len(heldout)
     return {
+        "patched_solved_frac": passk.get("int_sft", {}).get("pass@k"),
         "n_problems": len(problems), "select_k": cfg.select_k, "k": cfg.k,
         "unsolved": n_unsolved,
         "unsolved_frac": n_unsolved / len(problems),

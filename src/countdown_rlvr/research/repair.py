@@ -1,6 +1,11 @@
 """Feedback-conditioned repair of failed attempts (S0 §3.3, Table 2) and the
 self-distillation data built from the successful repairs (S0 §3.4).
 
+Attempts: the SFT policy's failed samples on a slice of the TRAIN split (`pool_problems`),
+never on a test or OOD problem: `distill` trains on the successful repairs of these
+problems and `evaluate` scores the distilled policy on test and OOD, so an attempt drawn
+from an evaluated problem would put the answer to a test question into training.
+
 Conditions (DVC-safe key -> S0 name; texts from `task.prompts.feedback`):
     F0 no feedback (not in S0: the repair prompt and the previous attempt with an empty
     feedback slot, the control that separates the prompt format from the feedback content) |
@@ -76,6 +81,18 @@ def check_conditions(conditions: Sequence[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- attempts
+def pool_problems(train: Sequence[dict], n: int | None) -> list[dict]:
+    """The problems whose failed samples are the attempt pool: the LAST `n` of the train
+    split (null: all of it). No evaluation samples a train problem (evaluate: test and OOD;
+    int: unseen). The end of the split, because the stages with a subset (pairs, teacher
+    samples) take its first problems; SFT traces and RL (by default) cover all of it."""
+    if bad := sorted({str(p.get("split")) for p in train} - {"train"}):
+        raise ValueError(f"the attempt pool draws from the train split only, got split(s) {bad}")
+    if n is not None and n > len(train):
+        raise ValueError(f"{n} problems wanted, the train split has {len(train)}")
+    return list(train if n is None else train[len(train) - n:])
+
+
 def select_attempts(failed: Sequence[dict], n: int, seed: int) -> list[dict]:
     """A seeded subset of `n` failed attempts: one per problem first (in a shuffled problem
     order), then a second per problem, and so on, so the set covers as many problems as
@@ -135,7 +152,7 @@ def attempt_verdicts(attempts: Sequence[dict]):
         v = verify(a["completion"], a["numbers"], a["target"])
         if v.correct or v.failure != a["failure"]:
             raise ValueError(f"attempt {a['attempt_id']} re-verifies as {v.failure}, not its "
-                             f"stored {a['failure']}; re-run `dvc repro diagnose`")
+                             f"stored {a['failure']}; re-run `dvc repro repair`")
         out.append(v)
     return out
 

@@ -11,6 +11,7 @@ global step).
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import torch
@@ -60,6 +61,28 @@ def pair_logprobs(model, rows: list[tuple[tuple, tuple]], pad_id: int,
     return out
 
 
+def held_out(rows: list, frac: float, seed: int) -> tuple[list, list]:
+    """(train, held-out) pairs: a seeded `frac` of them is never trained on, so that whether
+    IPO moved the policy the intended way is measured on pairs it did not fit."""
+    n_val = round(len(rows) * frac)
+    order = random.Random(seed).sample(range(len(rows)), len(rows))
+    val = set(order[:n_val])
+    return [r for i, r in enumerate(rows) if i not in val], [rows[i] for i in sorted(val)]
+
+
+def val_margins(model, ref_model, rows: list, pad_id: int, cfg: IPO) -> dict[str, Any]:
+    """The IPO margin h = (log pi - log ref)(chosen) - (log pi - log ref)(rejected) on the
+    held-out pairs, before (0: the policy starts as the reference) and after training, and
+    the share of them the trained policy prefers the right way (h > 0)."""
+    if not rows:
+        return {"val_margin_before": None, "val_margin_after": None, "val_pref_acc_after": None}
+    ref = pair_logprobs(ref_model, rows, pad_id, cfg.batch_size)
+    pol = pair_logprobs(model, rows, pad_id, cfg.batch_size)
+    h = [(pc - rc) - (pr - rr) for (pc, pr), (rc, rr) in zip(pol, ref)]
+    return {"val_margin_before": 0.0, "val_margin_after": round(sum(h) / len(h), 6),
+            "val_pref_acc_after": round(sum(x > 0 for x in h) / len(h), 4)}
+
+
 def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=None,
               stats: dict[str, Any] | None = None):
     """IPO-train `model` against the frozen `ref_model`; returns the (unwrapped) trained model.
@@ -76,6 +99,7 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
     rows = pair_rows(tokenizer, pairs, cfg.max_len)
     if not rows:
         raise ValueError(f"no pair has a chosen and a rejected token within max_len={cfg.max_len}")
+    rows, val_rows = held_out(rows, cfg.val_frac, cfg.seed)
     # every process scores all pairs: cheap next to training, and no gather needed
     ref = pair_logprobs(ref_model.to(accelerator.device), rows, pad_id, cfg.batch_size)
     items = [(c, r, lp) for (c, r), lp in zip(rows, ref)]
@@ -111,8 +135,9 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
             break
     model, seconds = log.close(accelerator, model)
     summary = {**runtime.supervised_summary(log, loop, stop, seen, seconds, n_proc),
-               "pairs": len(pairs), "pairs_used": len(rows),
-               **runtime.first_final(log.curve, CURVES)}
+               "pairs": len(pairs), "pairs_used": len(rows), "val_pairs": len(val_rows),
+               **runtime.first_final(log.curve, CURVES),
+               **val_margins(model, ref_model, val_rows, pad_id, cfg)}
     log.publish(summary, stats,
                 f"[ipo] {step} steps in {seconds:.1f}s ({summary['tokens_per_s']:.0f} tok/s), "
                 f"loss {summary['loss_first']:.3f} -> {summary['loss_final']:.3f}, margin "

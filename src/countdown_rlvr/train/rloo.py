@@ -69,13 +69,18 @@ class Curriculum:
     unlocked tiers T_0..T_level; the next tier unlocks once the mean rollout accuracy of the
     last `window` steps reaches `threshold` (then the window restarts). With one target bin
     the tiers are the operand counts: the 4-number problems join the 3-number ones once the
-    3-number rollouts succeed at `threshold`. `unlock_steps[i]`: the first step (0-based, in
-    update calls) that drew from tier i + 1."""
+    3-number rollouts succeed at `threshold`. `deadline`: a tier unlocks at the latest after
+    that many steps at the current level, success or not, so that every run trains on every
+    tier for a known share of its steps (a gate alone made the unlock a coin flip: windowed
+    accuracies peaking at 0.354-0.363 against a 0.35 threshold, one replicate never
+    unlocking). `unlock_steps[i]`: the first step (0-based, in update calls) that drew from
+    tier i + 1; `deadline_unlocks`: how many of them the deadline forced."""
 
-    def __init__(self, tiers: list[list[int]], window: int, threshold: float):
-        self.tiers, self.threshold, self.level = tiers, threshold, 0
+    def __init__(self, tiers: list[list[int]], window: int, threshold: float,
+                 deadline: int | None = None):
+        self.tiers, self.threshold, self.level, self.deadline = tiers, threshold, 0, deadline
         self.window: deque[float] = deque(maxlen=window)
-        self.updates, self.unlock_steps = 0, []
+        self.updates, self.unlock_steps, self.deadline_unlocks, self.since = 0, [], 0, 0
 
     def pool(self) -> list[int]:
         return [i for tier in self.tiers[:self.level + 1] for i in tier]
@@ -83,12 +88,17 @@ class Curriculum:
     def update(self, accuracy: float) -> bool:
         """Record one step's rollout accuracy; True when a new tier was unlocked."""
         self.window.append(accuracy)
-        self.updates += 1
+        self.updates, self.since = self.updates + 1, self.since + 1
+        if self.level == len(self.tiers) - 1:
+            return False
         full = len(self.window) == self.window.maxlen
-        if full and sum(self.window) / len(self.window) >= self.threshold \
-                and self.level < len(self.tiers) - 1:
+        gate = full and sum(self.window) / len(self.window) >= self.threshold
+        late = self.deadline is not None and self.since >= self.deadline
+        if gate or late:
             self.level += 1
+            self.deadline_unlocks += not gate
             self.window.clear()
+            self.since = 0
             self.unlock_steps.append(self.updates)
             return True
         return False
@@ -369,12 +379,25 @@ def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerat
     return ro, group_sums(rewards, correct, adv.cpu(), ro.mask.cpu()), adv, n_tokens
 
 
+def has_signal(accelerator, adv: torch.Tensor, teacher, cfg: RL) -> bool:
+    """Whether the step has a reason to move the policy: a group whose rollouts differ in
+    reward (a non-zero advantage, on any process), or a teacher to distill from. With
+    neither, only the KL / entropy terms give a gradient, tiny, and AdamW rescales it to a
+    learning-rate-sized step: the policy drifts with no reward at all (seen: KL to the
+    reference 0.26 -> 0.8 over 60 such steps). Such a step leaves the weights as they are."""
+    if teacher is not None and getattr(cfg, "distill_coef", 0) > 0:
+        return True
+    return runtime.reduce_sum(accelerator, (adv != 0).sum().float()).item() > 0
+
+
 def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_model, teacher,
-           cfg: RL, sums: _Sums) -> None:
-    """Alg. 1 lines 3-11: ppo_epochs optimizer steps on one batch of rollouts, micro-batched.
-    Rows of weight 0 are skipped in a single process; under N processes every row is
-    computed (weight 0 still leaves it out of the loss), because DDP needs every process to
-    run as many backward passes."""
+           cfg: RL, sums: _Sums) -> bool:
+    """Alg. 1 lines 3-11: ppo_epochs optimizer steps on one batch of rollouts, micro-batched;
+    False (and the weights and optimizer state untouched, the diagnostics still measured)
+    when the step has no signal (`has_signal`). Rows of weight 0 are skipped in a single
+    process; under N processes every row is computed (weight 0 still leaves it out of the
+    loss), because DDP needs every process to run as many backward passes."""
+    moving = has_signal(accelerator, adv, teacher, cfg)
     n_proc = accelerator.num_processes
     skip = ro.weight if n_proc == 1 else None
     chunks = micro_batches(ro.mask.sum(-1), cfg.micro_batch, skip)
@@ -383,18 +406,27 @@ def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_m
     # the reference is fixed within a step: one forward, no grad
     ref_logp = (None if ref_model is None else
                 reference_logprobs(ref_model, ro, chunks, rollout_temperature(cfg)))
-    for _ in range(cfg.ppo_epochs):
+    for _ in range(cfg.ppo_epochs if moving else 1):
         loss = 0.0
         for c in chunks:  # gradient accumulation: the shares add up to the batch loss
+            if not moving:  # the diagnostics only
+                with torch.no_grad():
+                    loss += _loss(model, ro, c, adv, ref_logp, teacher, cfg, sums, tokens).item()
+                continue
             share = _loss(model, ro, c, adv, ref_logp, teacher, cfg, sums, tokens)
             accelerator.backward(share)
             loss += share.item()
         sums.add("loss", loss, 1)  # this epoch's batch loss (rows left out add 0)
+        if not moving:
+            if cfg.grad_clip:
+                sums.add("grad_norm", 0.0, 1)  # no step taken
+            break
         if cfg.grad_clip:
             gn = accelerator.clip_grad_norm_(model.parameters(), float(cfg.grad_clip))
             sums.add("grad_norm", float(gn), 1)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+    return moving
 
 
 def check_run(problems: list[dict], cfg: RL, ref_model) -> None:
@@ -411,7 +443,8 @@ def make_curriculum(problems: list[dict], cfg: RL) -> Curriculum | None:
     if not cfg.curriculum:
         return None
     return Curriculum(curriculum_tiers(problems, cfg.curriculum_target_bins),
-                      cfg.curriculum_window, float(cfg.curriculum_threshold))
+                      cfg.curriculum_window, float(cfg.curriculum_threshold),
+                      cfg.curriculum_deadline)
 
 
 def choose_problems(problems: list[dict], step: int, cfg: RL, curriculum: Curriculum | None):
@@ -446,6 +479,7 @@ def rl_summary(curve: list[dict], cfg: RL, curriculum: Curriculum | None, n_proc
         "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < steps] if curriculum else [],
     }
     summary["tier_unlock_step"] = (summary["tier_unlock_steps"] or [None])[0]
+    summary["tier_deadline_unlocks"] = curriculum.deadline_unlocks if curriculum else 0
     return summary
 
 
@@ -484,7 +518,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
         print(f"[{kind}] {len(problems)} problems, {cfg.steps} steps of {K} prompts x {G} "
               f"rollouts, reward {cfg.reward}, on {n_proc} process(es)", flush=True)
 
-    gen_s, upd_s, gen_tokens, zero_groups = 0.0, 0.0, 0, 0
+    gen_s, upd_s, gen_tokens, zero_groups, still = 0.0, 0.0, 0, 0, 0
     log = runtime.StepLog(accelerator, live, cfg.steps, kind.lower(), cfg.log_every)
     model.train()
     for step in range(cfg.steps):
@@ -493,7 +527,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
         ro, sums, adv, n_tokens = step_rollouts(policy, tok, chosen, cfg, step, accelerator,
                                                 prompt_style, teacher is not None)
         gen_s, tu, gen_tokens = gen_s + time.time() - tg, time.time(), gen_tokens + n_tokens
-        update(accelerator, model, optimizer, ro, adv, ref_model, teacher, cfg, sums)
+        still += not update(accelerator, model, optimizer, ro, adv, ref_model, teacher, cfg, sums)
         upd_s += time.time() - tu
         row = sums.means(accelerator)  # diagnostics, over every process
         zero_groups += round(row["zero_std_frac"] * K)  # a count, for two-proportion tests
@@ -504,6 +538,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
     model, seconds = log.close(accelerator, model)
     summary = rl_summary(log.curve, cfg, curriculum, n_proc, seconds, gen_s, upd_s, gen_tokens,
                          zero_groups)
+    summary["no_signal_steps"] = still  # steps that left the weights as they were
     log.publish(summary, stats, done_line(kind, summary, seconds, gen_s))
     return model
 
@@ -537,6 +572,7 @@ def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RL, out_d
                 "prompts_per_step": cfg.prompts_per_step, "n_problems": len(problems),
                 "n_params": n_parameters(model), **diag,
                 **{k: stats[k] for k in ("zero_std_groups", "groups", "tier_unlock_step",
-                                         "tier_unlock_steps")}}
+                                         "tier_unlock_steps", "tier_deadline_unlocks",
+                                         "no_signal_steps")}}
 
     return runtime.fit_and_save(stage, tok, out_dir, train, metrics, RL_TIMING_KEYS, config=cfg)[0]

@@ -1,0 +1,78 @@
+"""Tests for countdown_rlvr.checks: each arm's stated check on its details' keys, per
+replicate, and what a claim reads when an arm fails or was not measured."""
+
+import pytest
+
+from countdown_rlvr.checks import (
+    CHECKS,
+    FAIL,
+    NOT_MEASURED,
+    PASS,
+    check,
+    distilled,
+    forward_kl_falls,
+    margin_rises,
+    patched_solves,
+    rollouts_rise,
+    summarize,
+)
+
+
+def test_forward_kl_margin_and_patched_checks():
+    assert forward_kl_falls({"forward_kl_first": 0.5, "forward_kl_final": 0.3}) is True
+    assert forward_kl_falls({"forward_kl_first": 0.3, "forward_kl_final": 0.3}) is False
+    assert forward_kl_falls({"forward_kl_first": None, "forward_kl_final": None}) is None  # rloo
+    assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4}) is True
+    assert margin_rises({"val_margin_before": 0.1, "val_margin_after": -0.2}) is False
+    assert margin_rises({"margin_first": 0.0, "margin_final": 1.0}) is None  # training margin: not it
+    assert patched_solves({"patched_solved_frac": 0.5}) is True
+    assert patched_solves({"patched_solved_frac": 0.2}) is False
+    assert patched_solves({}) is None
+
+
+@pytest.mark.parametrize(("m", "ok"), [
+    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
+      "tier_unlock_step": 40}, True),
+    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
+      "tier_unlock_step": 75}, False),  # unlocked too late: 75 is not < 0.75 * 100
+    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
+      "tier_unlock_step": None}, False),  # never unlocked
+    ({"pass_rate_first": 0.3, "pass_rate_final": 0.3, "curriculum": False, "steps": 100}, False),
+    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": False, "steps": 100}, True),
+    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100}, None),
+    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "steps": 100}, None),
+    ({"curriculum": False}, None),
+])
+def test_rloo_rollouts_rise_and_the_curriculum_unlocks(m, ok):
+    assert rollouts_rise(m) is ok
+
+
+def test_distilled_needs_training_and_a_falling_loss():
+    assert distilled({"trained": True, "loss_first": 0.9, "loss_final": 0.6}) is True
+    assert distilled({"trained": True, "loss_first": 0.6, "loss_final": 0.9}) is False
+    assert distilled({"trained": False, "examples": 0}) is False  # nothing to distil
+    assert distilled({"loss_first": 0.9, "loss_final": 0.6}) is None
+
+
+def test_an_arm_check_per_replicate_and_the_claims_reading():
+    good = {"forward_kl_first": 0.5, "forward_kl_final": 0.3}
+    bad = {"forward_kl_first": 0.3, "forward_kl_final": 0.4}
+    runs = {"r0": good, "r1": bad, "r2": good}
+    opd = check("opd", runs, ["r0", "r1", "r2"])
+    assert opd.per_replicate == {"r0": PASS, "r1": FAIL, "r2": PASS} and opd.status == FAIL
+    assert opd.cell() == "opd (forward KL to the teacher falls): r0 pass, r1 fail, r2 pass"
+    ac = check("opd_ac", {"r0": good, "r1": good}, ["r0", "r1", "r2"])  # r2 has no file
+    assert ac.status == NOT_MEASURED and ac.tags(NOT_MEASURED) == ["r2"]
+    assert summarize([opd, ac]) == (
+        FAIL, "opd did not move (forward KL to the teacher falls, fails in r1)")
+    assert summarize([ac]) == (
+        NOT_MEASURED, "forward KL to the teacher falls not measured (opd_ac: r2)")
+    ok = check("opd_ac", {"r0": good}, ["r0"])
+    assert summarize([ok]) == (PASS, None) and summarize([]) == (PASS, None)
+
+
+def test_every_arm_reads_its_own_stage_details():
+    assert CHECKS["ipo_easyneg"].file == "ipo/easyneg.json"
+    assert CHECKS["distill_R"].file == "distill/R.json"
+    assert {CHECKS[a].file for a in ("rloo", "rloo_shaped", "opd", "opd_ac", "int")} == {
+        "rloo.json", "rloo_shaped.json", "opd.json", "opd_ac.json", "int.json"}
