@@ -7,19 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import config_of
+from test_sft import TINY, TOY  # a one-layer model and its toy data: trains in a second
 
 from countdown_rlvr.config import SFT
 from countdown_rlvr.model import build_tiny, load_model
-from countdown_rlvr.model_card import policy_of, prompt_style_of
+from countdown_rlvr.model_card import policy_of
 from countdown_rlvr.task.prompts import solve_prompt
 from countdown_rlvr.train.runtime import apply_adapter
 from countdown_rlvr.train.sft import fit_sft
 
-# hidden 32, one layer: builds and trains in a second or two (as in test_sft)
-TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
-        "intermediate_size": 64, "max_positions": 64}
-TOY = [(f"Numbers: {a} {b}\n", f"<answer>{a} + {b}</answer>") for a in range(1, 5)
-       for b in range(1, 5)]
 CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 4, "warmup_frac": 0.0,
        "seed": 0, "log_every": 1, "weight_decay": 0.0, "time_budget_s": None}
 
@@ -43,7 +39,8 @@ def test_a_saved_policy_carries_its_card_and_still_loads(tiny_dir, tmp_path, mon
     assert card.startswith("---\nlibrary_name: " + ("peft" if adapter == "lora" else "transformers"))
     assert "# sft, replicate r2" in card
     assert solve_prompt([3, 5, 7], 22, "tiny").rstrip("\n") in card  # the prompt format
-    assert "model.prompt_style: tiny" in card
+    assert "model.prompt_style: tiny" in card and "model.prompt_style: chat" in card
+    assert solve_prompt([3, 5, 7], 22, "chat").splitlines()[0] in card  # both: no params read
     assert f"lr: {cfg.lr}" in card and f"adapter: {adapter}" in card  # the params
     assert "| loss_final |" in card and "| steps | 4 |" in card  # the training summary
     assert "| seconds |" not in card and "tokens_per_s" not in card  # no wall-clock numbers
@@ -66,14 +63,6 @@ def test_a_saved_policy_carries_its_card_and_still_loads(tiny_dir, tmp_path, mon
         assert torch.allclose(loaded(**ids).logits, model.to("cpu")(**ids).logits, atol=1e-5)
 
 
-def test_policy_names_and_prompt_style(tmp_path, monkeypatch):
+def test_policy_names():
     assert policy_of("data/models/ipo_scripted/r1") == ("ipo_scripted", 1)
     assert policy_of("data/models/teacher") == ("teacher", None)
-    monkeypatch.chdir(tmp_path)
-
-    class Tok:
-        chat_template = None
-
-    assert prompt_style_of(Tok()) == "tiny"  # no params.yaml: the tokenizer decides
-    Path("params.yaml").write_text("model:\n  prompt_style: chat\n")
-    assert prompt_style_of(Tok()) == "chat"

@@ -29,12 +29,14 @@ REPLICATE = re.compile(r"^r(\d+)$")
 
 
 def write_model_card(out_dir: str | Path, *, name: str, replicate: int | None,
-                     prompt_style: str, config: Any, summary: dict[str, Any],
+                     prompt_style: str | None, config: Any, summary: dict[str, Any],
                      tok=None, location: str | Path | None = None) -> Path:
     """Write `out_dir`/README.md for a saved policy. `config`: the params dataclass the stage
     trained with (None: not known); `summary`: its training summary; `tok`: the tokenizer
     (default: the one saved in `out_dir`); `location`: the path the loading snippet names
-    (default `out_dir`; the final path when `out_dir` is a temporary one)."""
+    (default `out_dir`; the final path when `out_dir` is a temporary one). `prompt_style`:
+    None shows both formats (a training stage does not read `model.prompt_style`, so its card
+    must not depend on it)."""
     from .model import render_prompts  # torch: only when a card is written
 
     out_dir = Path(out_dir)
@@ -45,7 +47,8 @@ def write_model_card(out_dir: str | Path, *, name: str, replicate: int | None,
     where = str(location or out_dir)
     adapter = (out_dir / "adapter_config.json").is_file()
     run = "shared (trained once)" if replicate is None else f"replicate r{replicate}"
-    prompt = render_prompts(tok, [solve_prompt(*EXAMPLE, style=prompt_style)])[0]
+    styles = [prompt_style] if prompt_style else ["tiny", "chat"]
+    prompts = {s: render_prompts(tok, [solve_prompt(*EXAMPLE, style=s)])[0] for s in styles}
     evaluation = f"reports/details/eval/{name}/{'shared' if replicate is None else f'r{replicate}'}.json"
     lines = [
         "---", f"library_name: {'peft' if adapter else 'transformers'}",
@@ -54,11 +57,13 @@ def write_model_card(out_dir: str | Path, *, name: str, replicate: int | None,
         (f"A countdown-rlvr policy ({'a peft adapter' if adapter else 'a whole model'}), saved "
         f"by the pipeline's `{name}` training at `{where}`."), "",
         "## Prompt format", "",
-        (f"`model.prompt_style: {prompt_style}`. The numbers {EXAMPLE[0]} and target {EXAMPLE[1]} "
-        "read, exactly as the policy sees them:"), "",
-        "```", prompt.rstrip("\n"), "```", "",
-        *(["(The prompt ends with a newline; the completion follows it.)", ""]
-          if prompt.endswith("\n") else []),
+        (f"The numbers {EXAMPLE[0]} and target {EXAMPLE[1]} read, exactly as the policy sees "
+         "them, under the run's `model.prompt_style`" + ("" if prompt_style else
+                                                        " (tiny: the default; chat)") + ":"), "",
+        *(line for s, p in prompts.items() for line in (
+            f"`model.prompt_style: {s}`", "", "```", p.rstrip("\n"), "```", "",
+            *(["(The prompt ends with a newline; the completion follows it.)", ""]
+              if p.endswith("\n") else []))),
         ("The policy answers `<think>...</think>` reasoning, then `<answer>EXPR</answer>`; the "
         "verifier (`countdown_rlvr.task.verify`) judges the last `<answer>`."), "",
         "## Load it", "",
@@ -117,21 +122,10 @@ def policy_of(out_dir: str | Path) -> tuple[str, int | None]:
     return path.name, None
 
 
-def prompt_style_of(tok, params: str | Path = "params.yaml") -> str:
-    """`model.prompt_style` of the run (params.yaml in the working directory, as every stage
-    reads it); without one, chat when the tokenizer has a chat template, else tiny."""
-    path = Path(params)
-    if path.is_file():
-        style = ((yaml.safe_load(path.read_text()) or {}).get("model") or {}).get("prompt_style")
-        if style:
-            return style
-    return "chat" if getattr(tok, "chat_template", None) else "tiny"
-
-
 def write_policy_card(tmp: str | Path, out_dir: str | Path, tok, config: Any,
                       stats: dict[str, Any]) -> Path:
     """`fit_and_save`'s card: the policy saved in `tmp` (its atomic temporary dir) for
     `out_dir`, trained with the params dataclass `config` and the summary `stats`."""
     name, replicate = policy_of(out_dir)
-    return write_model_card(tmp, name=name, replicate=replicate, prompt_style=prompt_style_of(tok),
+    return write_model_card(tmp, name=name, replicate=replicate, prompt_style=None,
                             config=config, summary=stats, tok=tok, location=out_dir)
