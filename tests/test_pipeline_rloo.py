@@ -77,7 +77,8 @@ def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
 
 def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
     """`rloo_shaped` = `rloo:` with `rloo_shaped:`'s keys over it; both write the zero-std
-    counts a two-proportion test needs; `-S rloo.reward=shaped` still changes rloo itself."""
+    counts a two-proportion test needs; `-S rloo.reward=shaped` changes rloo itself and re-runs
+    nothing else (rloo_shaped sets its own reward)."""
     first = pipeline.repro("rloo")
     assert {"rloo@rloo-0", "rloo@rloo_shaped-0"} <= ran(first)
     binary, shaped = metrics(pipeline, "rloo"), metrics(pipeline, "rloo_shaped")
@@ -95,7 +96,8 @@ def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
     commit(pipeline, "two arms")
 
     exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo")
-    assert ran(exp) == {"rloo@rloo-0", "rloo@rloo_shaped-0"}  # the arm inherits rloo's keys
+    # rloo_shaped sets its own reward: its resolved config is unchanged, so it does not re-run
+    assert ran(exp) == {"check_params", "rloo@rloo-0"}
     assert metrics(pipeline, "rloo")["reward"] == metrics(pipeline, "rloo_shaped")["reward"] == "shaped"
 
     # an arm key that rloo does not have stops before training, naming the fix
@@ -111,7 +113,8 @@ def test_a_second_replicate_is_another_draw_of_the_same_config(pipeline):
     commit(pipeline, "one replicate")
     pipeline.set_params({"replicates": {"seeds": [0, 1]}})
     proc = pipeline.repro("rloo@rloo-1")
-    assert ran(proc) == {"sft@1", "rloo@rloo-1"}  # the shared inputs and replicate 0 are reused
+    # the shared inputs and replicate 0 are reused (the params check runs on any change)
+    assert ran(proc) == {"check_params", "sft@1", "rloo@rloo-1"}
     r0, r1 = metrics(pipeline, "rloo", 0), metrics(pipeline, "rloo", 1)
     assert r0["replicate"] == 0 and r1["replicate"] == 1
     assert (r0["steps"], r0["rollouts"]) == (r1["steps"], r1["rollouts"])

@@ -39,7 +39,7 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     # LoRA SFT, then IPO training that same adapter further: both are peft adapter dirs whose
     # recorded base is the local base dir (absolute), which evaluate.policy_ref resolves and loads
     pipeline.set_params({"sft": {"adapter": "lora"}, "ipo": {"adapter": "lora"}})
-    assert ran(pipeline.repro("ipo@scripted-0")) == {"sft@0", "ipo@scripted-0"}
+    assert ran(pipeline.repro("ipo@scripted-0")) == {"check_params", "sft@0", "ipo@scripted-0"}
     assert json.loads(pipeline.read("reports/details/sft/r0.json"))["adapter"] == "lora"
     monkeypatch.chdir(pipeline.path)
     for out in ("data/models/sft/r0", "data/models/ipo_scripted/r0"):

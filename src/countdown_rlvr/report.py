@@ -595,7 +595,7 @@ def _ood_caveat(ctx: Context) -> list[str]:
              f"OOD {key} is {best[0]:.3f} (`{best[1]}`, mean over replicates) and the smallest "
              f"pooled OOD p is {p_min:.2g} (`{pair}`, before any correction for the "
              f"{len(ps)} pairs), so at this model size the OOD column measures almost nothing; "
-             "it stays in the headline for larger students.")]
+             "it stays in the policies table (not the DVC headline) for larger students.")]
 
 
 def caveats_section(ctx: Context) -> list[str]:

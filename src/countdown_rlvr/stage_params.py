@@ -160,8 +160,9 @@ def cross_section_problems(params: dict) -> list[str]:
     from .pairs import SOURCES  # pure Python: no model code
     ipo = [*(_at(params, "ipo.sources") or []), *(_at(params, "ipo.first_replicate_sources") or [])]
     if unknown := [s for s in ipo if s not in SOURCES]:
-        out.append(f"`ipo.sources` / `ipo.first_replicate_sources` name {unknown}; valid: "
-                   f"{', '.join(SOURCES)}")
+        out.append(f"unknown pair source(s) {unknown} in `ipo.sources` / "
+                   f"`ipo.first_replicate_sources`; valid: {', '.join(SOURCES)}; remove or "
+                   "rename them in params.yaml")
     repair = _at(params, "repair.conditions") or []
     distill = [*(_at(params, "distill.conditions") or []),
                *(_at(params, "distill.first_replicate_conditions") or [])]

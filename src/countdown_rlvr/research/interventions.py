@@ -275,10 +275,12 @@ def solver_examples(problems: Sequence[dict], style: str, styles: Sequence[str],
 
 
 # --------------------------------------------------------------------------- the stage's phases
-# the training summaries' keys in reports/metrics/int.json (sft, solver_sft; rloo)
+# the training summaries' keys in reports/details/int/r<seed>.json (sft, solver_sft; rloo):
+# no_signal_steps = RL steps with no reward contrast, which left the weights as they were
 TRAIN_SUMMARY = ("examples", "steps", "epochs", "loss_first", "loss_final", "token_acc_final")
 RL_SUMMARY = ("steps", "reward_mean_first", "reward_mean_final", "pass_rate_first",
-              "pass_rate_final", "zero_std_frac_first", "zero_std_frac_final")
+              "pass_rate_final", "zero_std_frac_first", "zero_std_frac_final", "no_signal_steps",
+              "kl_first", "kl_final")
 
 
 def find_unsolved(policy: tuple, problems: Sequence[dict], k: int, sampler: dict[str, Any],
