@@ -66,6 +66,15 @@ def test_arm_sections_override_what_they_list():
     assert "ipo.sources" not in resolved_keys(params, "ipo")  # adding a source re-runs no other
 
 
+def test_an_override_set_to_null_still_overrides():
+    params = {"opd": {"teacher_strategy": "direct", "lr": 1.0},
+              "opd_ac": {"teacher_strategy": None}, "model": {"dtype": "x", "threads": None,
+                                                           "prompt_style": "tiny"}}
+    keys = resolved_keys(params, "opd", "opd_ac")
+    assert "opd_ac.teacher_strategy" in keys and "opd.teacher_strategy" not in keys
+    assert "opd.lr" in keys
+
+
 def test_lock_holds_only_stages_dvc_yaml_defines():
     lock = YAML(typ="safe").load((ROOT / "dvc.lock").read_text())["stages"]
     if extra := sorted(set(lock) - set(stages())):

@@ -99,10 +99,17 @@ def leaves(params: dict, key: str) -> Iterator[str]:
         yield key
 
 
+def _has(params: dict, path: str) -> bool:
+    """Whether the dotted key is present (a null value counts: it overrides)."""
+    *parents, last = path.split(".")
+    block = _at(params, ".".join(parents)) if parents else params
+    return isinstance(block, dict) and last in block
+
+
 def _inherited(params: dict, path: str, inherit: str) -> Iterator[str]:
     """Leaf keys of `inherit` that `path` does not override (nested blocks key by key)."""
     for leaf in leaves(params, inherit):
-        if _at(params, path + leaf[len(inherit):]) is None:
+        if not _has(params, path + leaf[len(inherit):]):
             yield leaf
 
 
