@@ -28,10 +28,10 @@ from countdown_rlvr.evaluate import evaluate_policy
 from countdown_rlvr.metrics import write_records
 from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.replicates import model_dir, run_name, tag
-from countdown_rlvr.research.diagnose import failed_attempts
 from countdown_rlvr.research.repair import (
     by_failure,
     check_conditions,
+    failed_attempts,
     pool_problems,
     repair_metrics,
     run_repairs,

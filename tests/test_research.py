@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from countdown_rlvr.metrics import records_frame
 from countdown_rlvr.model import build_tiny, load_model
-from countdown_rlvr.research.diagnose import diagnosis, failed_attempts
+from countdown_rlvr.research.diagnose import diagnosis
 from countdown_rlvr.research.interventions import (
     apply_op,
     find_intervention,
@@ -25,6 +25,7 @@ from countdown_rlvr.research.repair import (
     condition_feedback,
     derangement,
     distill_examples,
+    failed_attempts,
     pool_problems,
     repair_metrics,
     repair_prompt,

@@ -10,6 +10,7 @@ import json
 import random
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -295,7 +296,8 @@ def load_model(base: str, adapter: str | None = None, dtype: str | torch.dtype |
     return model, tok
 
 
-def save_policy_dir(model, tok, out_dir: str | Path) -> None:
+def save_policy_dir(model, tok, out_dir: str | Path,
+                    also: Callable[[Path], Any] | None = None) -> None:
     """save_pretrained of a model or peft adapter + tokenizer, atomically, loadable anywhere.
 
     Adapters record their base with `portable_base`; every policy carries the evaluation
@@ -303,6 +305,7 @@ def save_policy_dir(model, tok, out_dir: str | Path) -> None:
     It is the sampler of the run that saved the policy: `sampler` is deliberately not a
     param of the training stages (an evaluation-temperature experiment must not retrain
     every model), and `evaluate` always samples with the current `sampler` params.
+    `also(tmp)` writes more files into the directory before it appears (the model card).
     """
     from transformers import GenerationConfig  # lazy: see build_tokenizer
 
@@ -317,6 +320,8 @@ def save_policy_dir(model, tok, out_dir: str | Path) -> None:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         gen.save_pretrained(tmp)  # a peft adapter's save_pretrained does not write it
+        if also is not None:
+            also(tmp)
 
 
 def merge_adapter(ref: ModelRef, out_dir: str | Path) -> str:

@@ -3,9 +3,9 @@
 The samples are the SFT policy's own evaluation records (stage `evaluate@sft-<seed>`, split
 `test`), cut into groups of K, so the diagnosis and S0 Table 3's SFT row are one set of
 numbers from the same samples and the same K (`metrics.diagnostics_at_k`); this module only
-flattens them into S0's diagnostic row. `failed_attempts` turns any per-sample records into
-repair inputs: `repair` calls it on its own samples of train problems, never on these test
-records (self-distillation trains on the repairs, and test is what it is scored on).
+flattens them into S0's diagnostic row. The failed attempts `repair` starts from are its own
+samples of train problems, never these test records (self-distillation trains on the repairs,
+and test is what it is scored on).
 """
 
 from __future__ import annotations
@@ -53,17 +53,3 @@ def diagnosis(records: pd.DataFrame, k: int) -> dict[str, Any]:
         **by_size,
     }
 
-
-def failed_attempts(records: pd.DataFrame) -> list[dict[str, Any]]:
-    """The failed samples of per-sample records (`evaluate.evaluate_policy`'s) as repair
-    inputs, in record order; `attempt_id` = problem_id/sample."""
-    failed = records[~records["correct"].astype(bool)]
-    rows = []
-    for r in failed.itertuples(index=False):
-        rows.append({
-            "attempt_id": f"{r.problem_id}/{int(r.sample)}", "problem_id": r.problem_id,
-            "n_numbers": int(r.n_numbers), "numbers": [int(x) for x in r.numbers],
-            "target": int(r.target), "sample": int(r.sample), "completion": r.completion,
-            "failure": r.failure, "expression": r.expression, "value": r.value,
-        })
-    return rows

@@ -93,6 +93,21 @@ def pool_problems(train: Sequence[dict], n: int | None) -> list[dict]:
     return list(train if n is None else train[len(train) - n:])
 
 
+def failed_attempts(records: pd.DataFrame) -> list[dict[str, Any]]:
+    """The failed samples of per-sample records (`evaluate.evaluate_policy`'s) as repair
+    inputs, in record order; `attempt_id` = problem_id/sample."""
+    failed = records[~records["correct"].astype(bool)]
+    rows = []
+    for r in failed.itertuples(index=False):
+        rows.append({
+            "attempt_id": f"{r.problem_id}/{int(r.sample)}", "problem_id": r.problem_id,
+            "n_numbers": int(r.n_numbers), "numbers": [int(x) for x in r.numbers],
+            "target": int(r.target), "sample": int(r.sample), "completion": r.completion,
+            "failure": r.failure, "expression": r.expression, "value": r.value,
+        })
+    return rows
+
+
 def select_attempts(failed: Sequence[dict], n: int, seed: int) -> list[dict]:
     """A seeded subset of `n` failed attempts: one per problem first (in a shuffled problem
     order), then a second per problem, and so on, so the set covers as many problems as

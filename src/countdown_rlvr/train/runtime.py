@@ -31,6 +31,7 @@ from transformers import get_scheduler
 from ..config import Adapter, Optim, Supervised
 from ..io import StageError, atomic_path, empty_curves, write_details, write_json, write_timing
 from ..model import REF_FILE, load_model, mixed_precision, policy_ref, save_policy_dir
+from ..model_card import write_policy_card
 
 SCHEDULES = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
 # reports/timings keys of the supervised loops (train_sft, train_ipo)
@@ -344,17 +345,16 @@ def fit_and_save(stage: str, tok, out_dir: str | Path, train: Callable, metrics:
                  timing_keys: tuple[str, ...] = TIMING_KEYS, config: Any = None):
     """(trained model, stats): `train(live, stats)` with dvclive/<stage> curves, the policy saved
     atomically to `out_dir` (model or peft adapter, loadable from any directory), and, with
-    `metrics(model, stats)`, reports/details/<stage>.json and reports/timings/<stage>.json. Only the main process saves and writes."""
+    `metrics(model, stats)`, reports/details/<stage>.json and reports/timings/<stage>.json.
+    Only the main process saves and writes."""
     stats: dict[str, Any] = {}
     with live_curves(stage) as live:
         model = train(live, stats)
         if live is None:  # not the main process
             return model, stats
-        from ..model_card import write_policy_card
-
-        with atomic_path(out_dir) as tmp:  # the policy and its README.md card appear together
-            save_policy_dir(model, tok, tmp)
-            write_policy_card(tmp, out_dir, tok, config, stats)  # config: for the card
+        # the policy and its README.md card appear together
+        save_policy_dir(model, tok, out_dir,
+                        also=lambda tmp: write_policy_card(tmp, out_dir, tok, config, stats))
     if metrics is not None:
         write_details(stage, metrics(model, stats))
         write_timing(stage, {k: stats[k] for k in timing_keys})
