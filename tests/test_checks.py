@@ -22,8 +22,13 @@ def test_forward_kl_margin_and_patched_checks():
     assert forward_kl_falls({"forward_kl_first": 0.5, "forward_kl_final": 0.3}) is True
     assert forward_kl_falls({"forward_kl_first": 0.3, "forward_kl_final": 0.3}) is False
     assert forward_kl_falls({"forward_kl_first": None, "forward_kl_final": None}) is None  # rloo
-    assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4}) is True
-    assert margin_rises({"val_margin_before": 0.1, "val_margin_after": -0.2}) is False
+    kept = {"chosen_reward_final": -0.02}  # chosen answers about as likely as under SFT
+    assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4, **kept}) is True
+    assert margin_rises({"val_margin_before": 0.1, "val_margin_after": -0.2, **kept}) is False
+    # the margin rose by pushing the chosen answers down too (likelihood displacement)
+    assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 3.0,
+                         "chosen_reward_final": -2.0}) is False
+    assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4}) is None
     assert margin_rises({"margin_first": 0.0, "margin_final": 1.0}) is None  # training margin: not it
     assert patched_solves({"patched_solved_frac": 0.5}) is True
     assert patched_solves({"patched_solved_frac": 0.2}) is False
@@ -64,7 +69,7 @@ def test_an_arm_check_per_replicate_and_the_claims_reading():
     ac = check("opd_ac", {"r0": good, "r1": good}, ["r0", "r1", "r2"])  # r2 has no file
     assert ac.status == NOT_MEASURED and ac.tags(NOT_MEASURED) == ["r2"]
     assert summarize([opd, ac]) == (
-        FAIL, "opd did not move (forward KL to the teacher falls, fails in r1)")
+        FAIL, "opd failed its check (forward KL to the teacher falls, fails in r1)")
     assert summarize([ac]) == (
         NOT_MEASURED, "forward KL to the teacher falls not measured (opd_ac: r2)")
     ok = check("opd_ac", {"r0": good}, ["r0"])

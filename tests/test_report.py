@@ -254,16 +254,16 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     rows = table_rows((root / "reports/report.md").read_text(), "Seed claims vs this run")
     by = {r[0][:30]: r for r in rows}
     sharpen = next(r for r in rows if r[0].startswith("S4: RLOO"))
-    assert sharpen[9].startswith("**not tested: rloo did not move (training rollout pass "
+    assert sharpen[9].startswith("**not tested: rloo failed its check (training rollout pass "
                                  "rate rises, curriculum unlocks before 75% of the steps, "
                                  "fails in r1)")
     assert "r1 fail" in sharpen[4] and "r0 pass" in sharpen[4]
     assert sharpen[8] == "–" and sharpen[7] != "–"  # its raw p shown, out of the family
     shaped = next(r for r in rows if r[0].startswith("S1: the shaped"))
-    assert shaped[9].startswith("**not tested: rloo did not move")
+    assert shaped[9].startswith("**not tested: rloo failed its check")
     ipo = next(r for r in rows if r[0].startswith("S1: verified"))
-    assert ipo[9] == ("**not tested: preference margin on held-out pairs rises not measured "
-                      "(ipo_scripted: r0, r1, r2)**")
+    assert ipo[9] == ("**not tested: preference margin on held-out pairs rises, chosen answers "
+                      "lose < 0.5 nats/token vs SFT not measured (ipo_scripted: r0, r1, r2)**")
     assert all(r[10] == "–" for r in (sharpen, shaped, ipo))  # no replicates to plan
     found = claims.evaluate(inp)
     assert {c.name for c, _, _ in claims.family(found)} == {

@@ -21,6 +21,10 @@ from dataclasses import dataclass
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of the steps
+# IPO may raise its margin by pushing both answers down (likelihood displacement): a policy
+# whose chosen answers fell this far below SFT's, in mean log-prob per token, no longer
+# writes them (a 60-token answer at -0.5 nats/token is e^-30 as likely as under SFT)
+CHOSEN_DROP = 0.5
 
 
 def _num(m: Mapping, key: str) -> float | None:
@@ -35,9 +39,14 @@ def forward_kl_falls(m: Mapping) -> bool | None:
 
 
 def margin_rises(m: Mapping) -> bool | None:
-    """IPO: the preference margin on held-out pairs rises over training."""
+    """IPO: the preference margin on held-out pairs rises over training, and the chosen
+    answers stay likely: their mean per-token log-prob (training pairs, final log window)
+    falls less than CHOSEN_DROP nats below SFT's."""
     before, after = _num(m, "val_margin_before"), _num(m, "val_margin_after")
-    return None if before is None or after is None else after > before
+    chosen = _num(m, "chosen_reward_final")  # mean log pi(c) - log ref(c), per token
+    if before is None or after is None or chosen is None:
+        return None
+    return after > before and chosen > -CHOSEN_DROP
 
 
 def patched_solves(m: Mapping) -> bool | None:
@@ -90,8 +99,8 @@ CHECKS: dict[str, Check] = {
     "int": Check("int.json", "the patched policy solves >= 50% of RL's problems before RL",
                  patched_solves),
     "distill_R": Check("distill/R.json", "trained and its loss fell", distilled),
-    **{f"ipo_{s}": Check(f"ipo/{s}.json", "preference margin on held-out pairs rises",
-                         margin_rises) for s in ("scripted", "easyneg", "hardneg", "base")},
+    **{f"ipo_{s}": Check(f"ipo/{s}.json", "preference margin on held-out pairs rises, chosen "
+                         f"answers lose < {CHOSEN_DROP} nats/token vs SFT", margin_rises) for s in ("scripted", "easyneg", "hardneg", "base")},
 }
 
 
@@ -131,7 +140,7 @@ def summarize(checks: Sequence[ArmCheck]) -> tuple[str, str | None]:
     """The claim's status from its arms' checks and, unless PASS, why it is not tested."""
     failed = [c for c in checks if c.status == FAIL]
     if failed:
-        return FAIL, "; ".join(f"{c.arm} did not move ({c.words}, fails in "
+        return FAIL, "; ".join(f"{c.arm} failed its check ({c.words}, fails in "
                                f"{', '.join(c.tags(FAIL))})" for c in failed)
     missing = [c for c in checks if c.status == NOT_MEASURED]
     if missing:

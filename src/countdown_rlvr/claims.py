@@ -22,7 +22,7 @@ whose rule is stated:
                the share exceeds it; contradicted by the one-sided test the other way, also
                in the family. The seed's own rate, measured on its own model, is context.
 
-Not tested: a claim whose arm did not move (`checks`: one stated check per arm, measured in
+Not tested: a claim whose arm failed its check (`checks`: one stated check per arm, measured in
 every replicate on training or validation data, never the test split) or whose check was not
 measured gets no verdict and stays out of Holm's family.
 
