@@ -91,6 +91,8 @@ class Check:
 
 RLOO_WORDS = (f"training rollout pass rate rises, curriculum unlocks before {UNLOCK_BY:.0%} "
               "of the steps")
+IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
+             "nats/token vs SFT")
 CHECKS: dict[str, Check] = {
     "opd": Check("opd.json", "forward KL to the teacher falls", forward_kl_falls),
     "opd_ac": Check("opd_ac.json", "forward KL to the teacher falls", forward_kl_falls),
@@ -99,8 +101,8 @@ CHECKS: dict[str, Check] = {
     "int": Check("int.json", "the patched policy solves >= 50% of RL's problems before RL",
                  patched_solves),
     "distill_R": Check("distill/R.json", "trained and its loss fell", distilled),
-    **{f"ipo_{s}": Check(f"ipo/{s}.json", "preference margin on held-out pairs rises, chosen "
-                         f"answers lose < {CHOSEN_DROP} nats/token vs SFT", margin_rises) for s in ("scripted", "easyneg", "hardneg", "base")},
+    **{f"ipo_{s}": Check(f"ipo/{s}.json", IPO_WORDS, margin_rises)
+       for s in ("scripted", "easyneg", "hardneg", "base")},
 }
 
 
