@@ -6,12 +6,13 @@
 2. On each (trained-on) unsolved problem, a failed trace's first erroneous step is replaced by a correct
    step (countdown_rlvr.research.interventions); continuations are sampled from
    prompt + prefix + intervention and the intervention is kept when one verifies (the filter).
-3. Patch: sft_dir from the sft_dir policy on (prompt, prefix + intervention) only -> data/models/int_sft.
+3. Patch: sft_dir from the sft_dir policy on (prompt, prefix + intervention), mixed with
+   `int.replay` SFT training examples per intervention -> data/models/int_sft.
 4. RL: rloo_dir (`rloo` params, overridden by `int.rloo`) from the patched policy on the unsolved
    problems (`int.rl_problems`) -> data/models/int; and S3's control arm, the same RL (same
    problems, config and budget) from the sft_dir policy without the patch -> data/models/int_plain_rl.
 5. Baseline: sft_dir from the sft_dir policy on full solver solutions of the same unsolved problems,
-   the patch's number of optimizer steps -> data/models/int_solver_sft.
+   the same replay mix and the patch's number of optimizer steps -> data/models/int_solver_sft.
 6. pass@K on the trained-on and the held-out unsolved problems, with a fresh sampling seed
    (`int.eval_seed`: the selection seed made the sft_dir policy fail them all by construction),
    for sft, int_sft, int, plain_rl, int_solver_sft and the plain rloo_dir policy (data/models/rloo).
@@ -43,6 +44,7 @@ from countdown_rlvr.research.interventions import (
     find_unsolved,
     interventions_metrics,
     patch_examples,
+    replay_examples,
     search_interventions,
     split_heldout,
     train_patch,
@@ -54,6 +56,7 @@ from countdown_rlvr.timing import timed
 from countdown_rlvr.train.runtime import init_policy
 
 UNSEEN = "data/problems/unseen.jsonl"  # no stage trains on these problems
+SFT_DATA = "data/sft/train.jsonl"  # the replay mixed into the patch: train problems only
 # research.INT_POLICIES, in its order -> the policy whose replicate dir holds it
 POLICY_NAMES = dict(zip(INT_POLICIES, ("sft", "int_sft", "int", "int_plain_rl", "int_solver_sft",
                                        "rloo"), strict=True))
@@ -71,7 +74,7 @@ def main(argv: list[str]) -> None:
     sampler = eval_sampler("int", params)
     style = prompt_style("int", params)
     styles = from_section(Traces, "int", params, "traces").styles
-    io.require_inputs("int", sft_dir, rloo_dir, UNSEEN)
+    io.require_inputs("int", sft_dir, rloo_dir, UNSEEN, SFT_DATA)
     problems = io.read_jsonl(UNSEEN)[:cfg.n_problems]
     gen = {"backend": sampler["backend"], "batch_size": cfg.batch_size}
     seconds: dict[str, float] = {}
@@ -90,10 +93,14 @@ def main(argv: list[str]) -> None:
         io.write_jsonl(rows_file, rows)
         print(f"[int] {len(found)} unsolved ({len(heldout)} held out); {len(rows)} interventions, "
               f"{sum(r['kept'] for r in rows)} kept by the filter", flush=True)
-    with timed(seconds, "sft"):  # 3. patch
+    with timed(seconds, "sft"):  # 3. patch, with SFT examples mixed in
         del policy
-        model, tok, patch = train_patch("sft", patch_examples(rows, style, cfg.filter), sft_cfg,
-                                        sft_dir, int_sft_dir, run)
+        sft_rows = io.read_jsonl(SFT_DATA) if cfg.replay else []
+        examples = patch_examples(rows, style, cfg.filter)
+        mixed = replay_examples(sft_rows, round(cfg.replay * len(examples)), cfg.seed)
+        model, tok, patch = train_patch("sft", examples + mixed, sft_cfg, sft_dir, int_sft_dir,
+                                        run)
+        patch["replay_examples"] = len(mixed)
     rl_set = unsolved if cfg.rl_problems == "unsolved" else \
         [p for p in problems if p["id"] not in held_ids]
     with timed(seconds, "rloo"):  # 4. RL from the patched policy
@@ -106,7 +113,8 @@ def main(argv: list[str]) -> None:
         del model
     with timed(seconds, "solver_sft"):  # 5. the full-solution baseline, same budget
         solver = train_solver_baseline(unsolved, style, styles, cfg.seed, sft_cfg, sft_dir, solver_dir,
-                                       steps=patch.get("steps"), run=run)
+                                       steps=patch.get("steps"), run=run, replay=sft_rows,
+                                       replay_per_example=cfg.replay)
     with timed(seconds, "eval"):  # 6. pass@K on the unsolved problems, fresh seed
         passk, solved = unsolved_pass_at_k(policies, unsolved, cfg.k, sampler, cfg.eval_seed,
                                            style, **gen)

@@ -121,7 +121,11 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
              "int_vs_sft"}
     if i["unsolved_train"]:
         assert i["sft"]["trained"] == (iv["found"] > 0)  # int.filter false: every intervention
-        assert i["solver_sft"]["trained"] and i["solver_sft"]["examples"] == i["unsolved_train"]
+        # int.replay (1.0): one SFT training example mixed in per patch / baseline example
+        assert i["sft"]["replay_examples"] == iv["found"]
+        assert i["sft"]["examples"] == iv["found"] + i["sft"]["replay_examples"]
+        assert i["solver_sft"]["trained"] and i["solver_sft"]["replay_examples"] == i["unsolved_train"]
+        assert i["solver_sft"]["examples"] == 2 * i["unsolved_train"]
         if i["sft"]["trained"]:  # the baseline gets the patch's optimizer steps
             assert i["solver_sft"]["steps"] == i["sft"]["steps"]
         for arm in ("rloo", "plain_rl"):  # InT's RL and the plain-RL arm: one config

@@ -15,6 +15,7 @@ from countdown_rlvr.research.interventions import (
     apply_op,
     find_intervention,
     patch_examples,
+    replay_examples,
     reachable,
     search_interventions,
     solver_examples,
@@ -174,6 +175,15 @@ def test_patch_examples_are_partial_and_filtered():
     prompt = solve_prompt(NUMS, TARGET, "tiny")
     assert patch_examples(rows, "tiny") == [(prompt, "<think>44 + 19 = 63", False)]
     assert len(patch_examples(rows, "tiny", use_filter=False)) == 2
+
+
+def test_replay_examples_are_seeded_distinct_sft_rows():
+    rows = [{"prompt": f"p{i}", "completion": f"c{i}", "problem_id": f"train-{i}"} for i in range(10)]
+    picked = replay_examples(rows, 4, seed=3)
+    assert len(set(picked)) == 4 and set(picked) <= {(r["prompt"], r["completion"]) for r in rows}
+    assert picked == replay_examples(rows, 4, seed=3) != replay_examples(rows, 4, seed=4)
+    assert len(replay_examples(rows, 25, seed=0)) == 10  # capped at the rows there are
+    assert replay_examples(rows, 0, seed=0) == replay_examples([], 5, seed=0) == []
 
 
 def test_partial_examples_train_without_eos(tiny):

@@ -142,6 +142,7 @@ RULES: dict[str, Rule] = {
     "entropy_coef": number(0), "distill_coef": number(0), "rl_coef": number(0),
     "distill_temperature": RATE, "curriculum": flag, "curriculum_threshold": FRACTION,
     "zero_std_keep": number(0, True, 1),
+    "replay": number(0),
     # copies of train.losses.LOSS_AGGREGATIONS, traces.STRATEGY_HINTS / STYLES and
     # model.TINY_PRESETS (tests/test_config.py checks they agree)
     "loss_agg": choice("sum", "mean"), "reward": choice("binary", "format", "shaped"),
@@ -529,6 +530,7 @@ class Interventions:
     traces_per_problem: int  # failed traces per unsolved problem intervened on
     n_continuations: int  # continuations sampled per intervention
     filter: bool  # keep only interventions with a verified continuation
+    replay: float  # SFT training examples mixed into the patch and the solver baseline, per example
     rl_problems: str  # unsolved | all
     batch_size: int  # sequences per generate call
     sft: SFT  # the patch and the solver-solution baseline

@@ -262,6 +262,16 @@ def patch_examples(rows: Sequence[dict], style: str, use_filter: bool = True) ->
             for r in rows if r["kept"] or not use_filter]
 
 
+def replay_examples(sft_rows: Sequence[dict], n: int, seed: int) -> list[tuple[str, str]]:
+    """`n` seeded (prompt, completion) examples of the SFT training data (train problems
+    only), mixed into the patch and the solver baseline: alone, the patch's few hundred short
+    examples overfit the tiny policy and cost it most of its skill (a pilot's pass@8 on
+    train problems fell 0.25 -> 0.06), and a policy that can no longer finish a trace earns no
+    reward from the patched step either."""
+    return [(r["prompt"], r["completion"])
+            for r in random.Random(seed).sample(list(sft_rows), min(n, len(sft_rows)))]
+
+
 def solver_examples(problems: Sequence[dict], style: str, styles: Sequence[str],
                     seed: int) -> list[tuple[str, str]]:
     """The full-solution baseline: one verified solver trace per problem (styles rotated)."""
@@ -340,16 +350,19 @@ def train_rl(model, tok, problems: Sequence[dict], cfg: RL, style: str, init: st
 
 def train_solver_baseline(unsolved: Sequence[dict], style: str, styles: Sequence[str], seed: int,
                           cfg: SFT, init: str, out: str, steps: int | None = None,
-                          run: str = "int") -> dict[str, Any]:
+                          run: str = "int", replay: Sequence[dict] = (),
+                          replay_per_example: float = 0.0) -> dict[str, Any]:
     """Phase 5: the full-solution baseline, SFT from `init` on one solver solution per
-    unsolved problem -> out; the summary. steps: the patch's optimizer steps, so both get the
+    unsolved problem, plus `replay_per_example` SFT examples (from `replay`) per solution as
+    the patch gets -> out; the summary. steps: the patch's optimizer steps, so both get the
     same budget (the patch has few examples: epochs alone gave it 4 steps against the
     baseline's 28-32); None (no patch was trained) = the configured budget."""
     if steps is not None:
         cfg = dataclasses.replace(cfg, max_steps=steps)
-    _, _, summary = train_patch("solver_sft", solver_examples(unsolved, style, styles, seed),
-                                cfg, init, out, run)
-    return summary
+    examples = solver_examples(unsolved, style, styles, seed)
+    mixed = replay_examples(replay, round(replay_per_example * len(examples)), seed)
+    _, _, summary = train_patch("solver_sft", examples + mixed, cfg, init, out, run)
+    return {**summary, "replay_examples": len(mixed)}
 
 
 def unsolved_pass_at_k(policies: dict[str, str], unsolved: Sequence[dict], k: int,
