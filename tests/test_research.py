@@ -5,9 +5,12 @@ from fractions import Fraction
 
 import pandas as pd
 import pytest
+from helpers import config_of
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from test_sft import TINY, TOY  # a one-layer model and its toy data: trains in a second
 
+from countdown_rlvr.config import SFT
 from countdown_rlvr.metrics import records_frame
 from countdown_rlvr.model import build_tiny, load_model
 from countdown_rlvr.research.diagnose import diagnosis
@@ -15,10 +18,11 @@ from countdown_rlvr.research.interventions import (
     apply_op,
     find_intervention,
     patch_examples,
-    replay_examples,
     reachable,
+    replay_examples,
     search_interventions,
     solver_examples,
+    train_solver_baseline,
 )
 from countdown_rlvr.research.repair import (
     CONDITIONS,
@@ -199,6 +203,22 @@ def test_solver_examples_are_verified_traces(problems):
     for p, (prompt, completion) in zip(problems, ex):
         assert prompt == solve_prompt(p["numbers"], p["target"], "tiny")
         assert verify(completion, p["numbers"], p["target"]).correct
+
+
+def test_solver_baseline_trains_the_patch_steps_whatever_its_epochs(problems, tmp_path,
+                                                                     monkeypatch):
+    """The full-solution baseline gets the patch's optimizer steps even when `int.sft.epochs`
+    would stop it earlier on its fewer examples: one budget, only the data differs."""
+    monkeypatch.chdir(tmp_path)  # dvclive/ and the model land here
+    init = str(build_tiny(TINY, tmp_path / "sft", seed=0))
+    cfg = config_of(SFT, "int.sft", {"epochs": 1, "max_steps": 2, "batch_size": 4, "max_len": 64,
+                                     "log_every": 1})
+    sft_rows = [{"prompt": p, "completion": c} for p, c in TOY]
+    out = train_solver_baseline(problems[:4], "tiny", ("direct",), 0, cfg, init, "solver",
+                                steps=5, replay=sft_rows, replay_per_example=1.0)
+    # 4 solutions + 4 replayed examples = 2 batches an epoch: 1 epoch would stop at 2 steps
+    assert out["trained"] and out["steps"] == 5 and out["epochs"] > 1
+    assert out["examples"] == 8 and out["replay_examples"] == 4
 
 
 # --------------------------------------------------------------------------- repair

@@ -355,10 +355,11 @@ def train_solver_baseline(unsolved: Sequence[dict], style: str, styles: Sequence
     """Phase 5: the full-solution baseline, SFT from `init` on one solver solution per
     unsolved problem, plus `replay_per_example` SFT examples (from `replay`) per solution as
     the patch gets -> out; the summary. steps: the patch's optimizer steps, so both get the
-    same budget (the patch has few examples: epochs alone gave it 4 steps against the
-    baseline's 28-32); None (no patch was trained) = the configured budget."""
+    same budget, however many epochs that makes of the baseline's fewer examples (with
+    `epochs` left on, the epochs stopped it at 112 steps against the patch's 472); None (no
+    patch was trained) = the configured budget."""
     if steps is not None:
-        cfg = dataclasses.replace(cfg, max_steps=steps)
+        cfg = dataclasses.replace(cfg, max_steps=steps, epochs=None)
     examples = solver_examples(unsolved, style, styles, seed)
     mixed = replay_examples(replay, round(replay_per_example * len(examples)), seed)
     _, _, summary = train_patch("solver_sft", examples + mixed, cfg, init, out, run)
