@@ -3,7 +3,8 @@
 Per policy (evaluate.shared + evaluate.policies) the test pass@k at the smallest and largest k,
 mean and SD over replicates; per seed claim its effect and Holm-adjusted p. Numbers copied
 from the details without change, the same keys in every file of one kind, and small enough
-that `dvc metrics show` fits 200 columns and `dvc metrics diff` of two runs <= 60 rows.
+that `dvc metrics show` fits 200 columns and `dvc metrics diff` of two runs has at most 4 rows
+per policy and 2 per claim.
 """
 
 import json
