@@ -1,8 +1,10 @@
-"""`countdown-rlvr diff A B` (= `python -m countdown_rlvr.branch_diff A B`): two revisions'
-git-tracked per-replicate results; paired by seed when the shared inputs' dvc.lock hashes
-match, Welch and a warning otherwise; works without the DVC cache."""
+"""`countdown-rlvr diff A [B]` (= `python -m countdown_rlvr.branch_diff A [B]`): two sides'
+per-replicate results (git revisions, DVC experiments or the workspace); paired by seed when
+the shared inputs' data/ hashes in dvc.lock match, Welch and a warning otherwise; Holm over the
+tested rows; works without the DVC cache."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from countdown_rlvr.branch_diff import (
     SHARED_STAGES,
     compare,
     compare_paired,
+    data_outs,
     diff,
     main,
 )
@@ -28,6 +31,7 @@ from countdown_rlvr.branch_diff import (
 FIXTURE = Path(__file__).parent / "fixtures/report/reports/details/eval"
 GIT = ("git", "-c", "user.email=t@t", "-c", "user.name=t")
 SHIFT = {"r0": 0.20, "r1": 0.25, "r2": 0.15}  # `better`: rloo pass@1 up, not by the same amount
+TIGHT = {"r0": 0.20, "r1": 0.21, "r2": 0.19}  # a shift a paired test finds even after Holm
 
 
 def git(repo: Path, *args: str) -> None:
@@ -39,20 +43,30 @@ def commit(repo: Path, message: str) -> None:
     git(repo, "commit", "-qm", message)
 
 
-def write_lock(repo: Path, changed: tuple[str, ...] = ()) -> None:
-    """A dvc.lock whose shared stages have fixed output hashes, except those in `changed`."""
+def lock_text(changed: tuple[str, ...] = (), details: str = "0") -> str:
+    """A dvc.lock whose shared stages have fixed data/ output hashes, except those in `changed`;
+    `details` fills the hashes of their reports/ and dvclive/ outputs, as in the real lock."""
+    def out(path: str, digit: str, i: int) -> dict:
+        return {"path": path, "hash": "md5", "md5": digit * 31 + str(i)}
+
     stages = {s: {"cmd": f"python stages/{s}.py",
-                  "outs": [{"path": f"data/{s}", "hash": "md5",
-                            "md5": ("f" if s in changed else "0") * 31 + str(i)}]}
+                  "outs": [out(f"data/{s}", "f" if s in changed else "0", i),
+                           out(f"dvclive/{s}", details, i),
+                           out(f"reports/details/{s}.json", details, i)]}
               for i, s in enumerate(SHARED_STAGES)}
     stages["rloo"] = {"cmd": "python stages/rloo.py", "outs": [{"path": "x", "md5": "1" * 32}]}
-    (repo / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}))
+    return yaml.safe_dump({"schema": "2.0", "stages": stages})
 
 
-def shift_rloo(repo: Path, shift: dict[str, float]) -> None:
-    for f in (repo / "reports/details/eval/rloo").glob("r*.json"):
+def write_lock(repo: Path, changed: tuple[str, ...] = (), details: str = "0") -> None:
+    (repo / "dvc.lock").write_text(lock_text(changed, details))
+
+
+def shift(repo: Path, moves: dict[str, float], policy: str = "rloo") -> None:
+    """Adds moves[r<seed>] to the policy's test pass@1 in each replicate."""
+    for f in (repo / f"reports/details/eval/{policy}").glob("r*.json"):
         d = json.loads(f.read_text())
-        d["test"]["pass@1"] += shift[f.stem]
+        d["test"]["pass@1"] += moves[f.stem]
         f.write_text(json.dumps(d))
 
 
@@ -68,7 +82,11 @@ def repo(tmp_path_factory):
     constant   rloo pass@1 +0.2 in every replicate (zero spread);
     other      `better` with another teacher and other pairs in dvc.lock (Welch, warning);
     nolock     `better` without dvc.lock;
-    noresults  no reports/details/eval; badjson / nokeys: one rloo file corrupt."""
+    details    `better` whose dvc.lock differs in the reports/ and dvclive/ hashes only;
+    several    rloo, sft and opd pass@1 moved as in `better` (each p ~0.02), int by a tight
+               +0.20/+0.21/+0.19 (p ~0.001): four tested rows;
+    noresults  no reports/details/eval; badjson / nokeys: one rloo file corrupt.
+    And a-long-experiment-branch-name: `other` under a name wider than a column."""
     repo = tmp_path_factory.mktemp("repo")
     git(repo, "init", "-q", "-b", "main")
     shutil.copytree(FIXTURE, repo / "reports/details/eval")
@@ -81,10 +99,14 @@ def repo(tmp_path_factory):
         commit(repo, name)
 
     rloo = repo / "reports/details/eval/rloo"
-    branch("better", lambda: shift_rloo(repo, SHIFT))
-    branch("constant", lambda: shift_rloo(repo, dict.fromkeys(SHIFT, 0.2)))
+    branch("better", lambda: shift(repo, SHIFT))
+    branch("constant", lambda: shift(repo, dict.fromkeys(SHIFT, 0.2)))
     branch("other", lambda: write_lock(repo, changed=("teacher", "pairs")), "better")
     branch("nolock", lambda: (repo / "dvc.lock").unlink(), "better")
+    branch("details", lambda: write_lock(repo, details="d"), "better")
+    branch("several", lambda: [shift(repo, SHIFT, p) for p in ("rloo", "sft", "opd")]
+           + [shift(repo, TIGHT, "int")])
+    git(repo, "branch", "a-long-experiment-branch-name", "other")
     branch("noresults", lambda: shutil.rmtree(repo / "reports"))
     branch("badjson", lambda: (rloo / "r1.json").write_text("{not json"))
     branch("nokeys", lambda: (rloo / "r2.json").write_text(json.dumps({"test": {"n": 1}})))
@@ -192,19 +214,152 @@ def test_markdown_and_json_carry_the_test_and_the_rows(inrepo, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("test: paired t-test")
     table = [ln.strip("|").split("|") for ln in lines if ln.startswith("|")]
-    assert [c.strip() for c in table[0]] == ["policy", "metric", "main", "better", "diff",
-                                             "95% CI", "p", "verdict"]
-    assert set("".join(table[1])) <= set("-") and all(len(r) == 8 for r in table)
+    assert [c.strip() for c in table[0]] == ["policy", "metric", "main", "better", "n", "diff",
+                                             "95% CI", "p", "adj. p", "verdict"]
+    assert set("".join(table[1])) <= set("-") and all(len(r) == 10 for r in table)
     row = next([c.strip() for c in r] for r in table if r[:2] == [" rloo ", " pass@1 "])
-    assert row[4] == "+0.200" and row[7] == "differs"
+    assert row[4] == "3/3" and row[5] == "+0.200" and row[9] == "differs"
 
     assert cli.main(["diff", "main", "better", "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["test"].startswith("paired") and report["reason"] and report["warnings"] == []
     (r,) = report["rows"]
     assert set(r) == {"policy", "metric", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "p",
-                      "n_a", "n_b", "paired", "verdict"}
+                      "p_adj", "n_a", "n_b", "paired", "verdict"}
     assert r["policy"] == "rloo" and r["paired"] is True and r["ci_low"] < 0.2 < r["ci_high"]
+    assert report["adjust"] == "holm" and report["family"] == 1 and r["p_adj"] == r["p"]
+
+
+def test_holm_controls_the_family_of_tested_rows_and_the_verdict_uses_the_adjusted_p(inrepo,
+                                                                                     capsys):
+    """Four tested rows: int's tight shift survives Holm (4p), the three p ~0.02 rows do not
+    (3p ~0.06), though each alone is below alpha; --adjust none calls all four differences."""
+    holm = by_row(diff("main", "several"))
+    raw = {k: ttest_1samp([SHIFT[t] for t in sorted(SHIFT)], 0.0).pvalue for k in holm}
+    raw[("int", "pass@1")] = ttest_1samp([TIGHT[t] for t in sorted(TIGHT)], 0.0).pvalue
+    assert set(holm) == {(p, "pass@1") for p in ("int", "opd", "rloo", "sft")}
+    for key, row in holm.items():
+        assert row["p"] == pytest.approx(raw[key], rel=1e-6) and row["p"] < 0.05
+    assert holm[("int", "pass@1")]["p_adj"] == pytest.approx(4 * raw[("int", "pass@1")], rel=1e-6)
+    assert holm[("int", "pass@1")]["verdict"] == "differs"
+    for policy in ("opd", "rloo", "sft"):
+        row = holm[(policy, "pass@1")]
+        assert row["p_adj"] == pytest.approx(3 * row["p"], rel=1e-6)  # Holm's second step
+        assert row["p_adj"] > 0.05 and row["verdict"] == "no detectable difference"
+    alone = by_row(diff("main", "several", adjust="none"))
+    assert all(r["verdict"] == "differs" and r["p_adj"] == r["p"] for r in alone.values())
+
+    assert main(["main", "several"]) == 0
+    out = capsys.readouterr().out
+    assert "Holm's correction over the family of 4 tested rows" in out
+    assert main(["main", "several", "--adjust", "none"]) == 0
+    assert "no correction (--adjust none): each of the 4 tested rows" in capsys.readouterr().out
+
+
+def test_only_tested_rows_are_in_the_family(inrepo):
+    """Unchanged rows (--all), one draw on a side and Welch rows do not dilute the family."""
+    shown, every = diff("main", "several"), diff("main", "several", show_all=True)
+    assert shown["family"] == every["family"] == 4 and len(every["rows"]) > 40
+    untested = [r for r in every["rows"] if (r["policy"], r["metric"]) not in by_row(shown)]
+    assert untested and all(r["p_adj"] is None for r in untested)
+    assert by_row(every)[("rloo", "pass@1")]["p_adj"] == by_row(shown)[("rloo", "pass@1")]["p_adj"]
+    welch = diff("main", "other", show_all=True)
+    assert welch["family"] == 0 and all(r["p_adj"] is None for r in welch["rows"])
+    assert any(r["p"] is not None for r in welch["rows"])  # a raw Welch p, but no verdict
+
+
+def test_shared_inputs_are_the_data_outputs_only():
+    """reports/, dvclive/ and `cache: false` outputs summarise a draw: they are not one."""
+    same = data_outs(lock_text())
+    assert data_outs(lock_text(details="d")) == same
+    lock = yaml.safe_load(lock_text())
+    lock["stages"]["teacher"]["outs"].append({"path": "data/teacher_log.txt", "cache": False,
+                                              "md5": "e" * 32})
+    assert data_outs(yaml.safe_dump(lock)) == same
+    assert data_outs(lock_text(changed=("teacher",))) != same
+    assert data_outs(None) is None and data_outs("stages: [") is None
+
+
+def test_a_lock_that_differs_in_reports_only_still_pairs(inrepo):
+    report = diff("main", "details")
+    assert report["test"].startswith("paired") and not report["warnings"]
+    assert by_row(report)[("rloo", "pass@1")]["verdict"] == "differs"
+
+
+@pytest.mark.parametrize("args", [["main", "other", "--all"], ["main", "several", "--all"],
+                                  ["main", "a-long-experiment-branch-name", "--all"],
+                                  ["main", "constant", "--adjust", "none"]])
+def test_every_line_of_the_text_format_fits_120_columns(inrepo, capsys, args):
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 5 and max(len(line) for line in lines) <= 120
+    table = lines[lines.index("") + 1:]
+    assert table[0].startswith("policy ") and any(ln.startswith("rloo ") for ln in table)
+    assert not any(ln.startswith(" ") for ln in table)  # the verdicts fit: none is wrapped
+    if "a-long-experiment-branch-name" in args:  # a cut column heading is named in full
+        assert "columns: a-long-e… is a-long-experiment-branch-name" in lines
+
+
+def test_markdown_escapes_angle_brackets_that_renderers_drop_as_html(inrepo, capsys):
+    assert main(["main", "better", "--format", "md"]) == 0
+    out = capsys.readouterr().out
+    assert "`r<seed>`" in out
+    assert not re.search(r"<\w+>", re.sub(r"`[^`]*`", "", out))  # none outside a code span
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    """A repository with one committed run (rloo's three replicates and a dvc.lock) on main, and
+    a `dvc exp`-style experiment: a commit that only refs/exps/ab/cdef.../my-exp points at."""
+    repo = tmp_path / "tiny"
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    shutil.copytree(FIXTURE / "rloo", repo / "reports/details/eval/rloo")
+    write_lock(repo)
+    commit(repo, "main")
+    git(repo, "checkout", "-q", "--detach")
+    shift(repo, SHIFT)
+    commit(repo, "dvc exp run")
+    git(repo, "update-ref", "refs/exps/ab/cdef" + "0" * 34 + "/my-exp", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def test_the_workspace_is_a_side_and_the_default_one(tiny, capsys):
+    shift(tiny, SHIFT)  # uncommitted, as after `dvc exp run` without a commit
+    for report in (diff("main"), diff("main", "workspace")):
+        assert report["rev_b"] == "workspace" and report["test"].startswith("paired")
+        (row,) = report["rows"]
+        assert (row["policy"], row["metric"], row["verdict"]) == ("rloo", "pass@1", "differs")
+        assert row["diff"] == pytest.approx(0.2)
+    assert cli.main(["diff", "main"]) == 0
+    assert "workspace" in capsys.readouterr().out.splitlines()[4]  # the table's heading
+    write_lock(tiny, changed=("pairs",))  # dvc.lock is read from disk too
+    report = diff("main")
+    assert report["test"].startswith("Welch") and "pairs" in report["reason"]
+
+
+def test_the_workspace_without_results_is_a_clear_error(tiny, capsys):
+    shutil.rmtree(tiny / "reports")
+    assert cli.main(["diff", "main"]) == 2
+    assert "the workspace has no evaluation results" in capsys.readouterr().err
+
+
+def test_a_dvc_experiment_is_named_by_its_name(tiny, capsys):
+    report = diff("main", "my-exp")
+    assert report["rev_b"] == "my-exp" and report["test"].startswith("paired")
+    (row,) = report["rows"]
+    assert row["verdict"] == "differs" and row["diff"] == pytest.approx(0.2)
+    assert cli.main(["diff", "my-exp", "main", "--format", "md"]) == 0
+    assert "| policy | metric | my-exp | main |" in capsys.readouterr().out
+
+    assert cli.main(["diff", "main", "no-such-exp"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown revision 'no-such-exp'" in err and "dvc exp list" in err
+    git(tiny, "update-ref", "refs/exps/12/3456" + "0" * 34 + "/my-exp", "main")
+    assert cli.main(["diff", "main", "my-exp"]) == 2
+    err = capsys.readouterr().err
+    assert "'my-exp' is ambiguous" in err and "dvc exp list" in err and "Traceback" not in err
 
 
 def test_the_console_script_is_installed_and_dispatches_to_diff(repo):
