@@ -2,13 +2,14 @@
 
     countdown-rlvr diff A [B] [--policy NAME ...] [--all] [--alpha 0.05] [--adjust holm|none]
                         [--format text|md|json]      # B: the workspace when left out
+    countdown-rlvr dag [--write]                      # the stage map of docs/dag.md
 """
 
 from __future__ import annotations
 
 import argparse
 
-from countdown_rlvr import branch_diff
+from countdown_rlvr import branch_diff, stage_map
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
                          description=branch_diff.__doc__.split("\n\n")[0])
     branch_diff.add_arguments(add)
     add.set_defaults(run=branch_diff.run)
+    dag = sub.add_parser("dag", help="a map of the stage graph that fits a screen",
+                         description=stage_map.__doc__.split("\n\n")[0])
+    stage_map.add_arguments(dag)
+    dag.set_defaults(run=stage_map.run)
     args = ap.parse_args(argv)
     return args.run(args)
 
