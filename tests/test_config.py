@@ -302,3 +302,33 @@ def test_relations_between_values_are_refused_by_the_section_dataclass(cls, path
 
     with pytest.raises(StageError, match=message + r".*\(fix the `" + path + ":` section"):
         config_of(getattr(config, cls), path, overrides)
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    (None, "not found; pass the path of an overrides file"),
+    ("- rloo.reward: shaped\n", "holds list, not a mapping of params sections"),
+    ("", "holds nothing, not a mapping of params sections"),
+    ("rloo: {reward: shaped\n", "is not valid YAML (line 2, column 1: "),
+])
+def test_the_overrides_helper_refuses_a_bad_file_in_one_line(tmp_path, capsys, content, says):
+    """`dvc exp run $(python -m countdown_rlvr.overrides FILE)`: a wrong FILE is a usage error
+    (exit code 2) with one line naming the fix, not a traceback."""
+    from countdown_rlvr.overrides import main
+
+    path = tmp_path / "params.mine.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as err:
+        main([str(path)])
+    assert err.value.code == 2
+    out, errors = capsys.readouterr()
+    assert out == "" and errors.count("\n") == 1
+    assert errors.startswith(f"[overrides] error: {path} {says}")
+
+
+def test_the_overrides_helper_as_the_shell_runs_it(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "countdown_rlvr.overrides", "params.nope.yaml"],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("[overrides] error: params.nope.yaml not found; pass the path of an "
+                           "overrides file, e.g. params.qwen.yaml\n")

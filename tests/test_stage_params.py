@@ -19,7 +19,7 @@ from dvc.repo import Repo
 from ruamel.yaml import YAML
 
 from countdown_rlvr import io
-from countdown_rlvr.stage_params import ARMS, leaves, resolved_keys
+from countdown_rlvr.stage_params import ARMS, check_all, leaves, resolved_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,6 +73,65 @@ def test_an_override_set_to_null_still_overrides():
     keys = resolved_keys(params, "opd", "opd_ac")
     assert "opd_ac.teacher_strategy" in keys and "opd.teacher_strategy" not in keys
     assert "opd.lr" in keys
+
+
+def _problems(edit) -> list[str]:
+    """The problem lines of the one error `check_all` raises on params.yaml after `edit`."""
+    params = io.read_params(ROOT / "params.yaml")
+    edit(params)
+    with pytest.raises(io.StageError) as err:
+        check_all(params)
+    head, *lines = str(err.value.code).splitlines()
+    assert head.startswith("[check_params] error: params.yaml has ")
+    return [line.strip() for line in lines]
+
+
+def test_check_params_lists_every_problem_at_once():
+    """One `dvc repro` shows all there is to fix: a bad value, a relation within a section, a
+    relation across sections and a missing key, in four sections, each with key and value."""
+    def edit(params):
+        params["problems"]["n_train"] = -5
+        params["int"]["eval_seed"] = params["int"]["seed"]
+        params["diagnose"]["k"] = 3
+        del params["rloo"]["steps"]
+
+    problems = _problems(edit)
+    assert "`problems.n_train` is -5; allowed: an integer >= 1" in problems
+    assert any(p.startswith("int.eval_seed must differ from int.seed (both 0)") for p in problems)
+    assert any(p.startswith("`diagnose.k` (3) must be one of `evaluate.ks`") for p in problems)
+    # once, under the section that lacks it: not again under every arm that inherits rloo
+    assert [p for p in problems if "missing" in p] == [
+        "`rloo` is missing ['steps']; add them to the `rloo:` section of params.yaml (see README)"]
+    assert len(problems) == 4
+
+
+def test_a_refused_value_is_listed_not_tripped_over():
+    """`evaluate.n: x` would make evaluate's relations (ks <= n) raise a raw TypeError; its
+    rule's message is listed instead, next to the other sections' problems."""
+    def edit(params):
+        params["evaluate"]["n"] = "x"
+        params["rloo"]["sampler"]["temp"] = 1.0
+        params["sft"]["lr"] = 0
+
+    assert sorted(_problems(edit)) == [
+        "`evaluate.n` is 'x'; allowed: an integer >= 1",
+        "`rloo.sampler.temp` is not a param this pipeline reads; check the spelling",
+        "`sft.lr` is 0; allowed: a number > 0"]
+
+
+def test_the_check_params_stage_shows_every_problem_and_writes_nothing(tmp_path):
+    """The stage script, as `dvc repro` runs it: a bad value does not hide a bad relation."""
+    text = (ROOT / "params.yaml").read_text()
+    assert "  n_train: 32000" in text and "  k: 8                   # group size K" in text
+    text = text.replace("  n_train: 32000", "  n_train: -5", 1)
+    (tmp_path / "params.yaml").write_text(text.replace("  k: 8                   # group size K",
+                                                       "  k: 3                   # group size K"))
+    proc = subprocess.run([sys.executable, str(ROOT / "stages/check_params.py")], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert "params.yaml has 2 problems" in proc.stderr
+    assert "`problems.n_train` is -5" in proc.stderr and "`diagnose.k` (3)" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "reports").exists()
 
 
 def test_lock_holds_only_stages_dvc_yaml_defines():
@@ -179,3 +238,37 @@ def test_a_bad_param_leaves_every_previous_output_in_place(committed):
     assert "Running stage 'problems'" not in proc.stdout
     assert {p: p.read_bytes() for p in outputs if p.exists()} == outputs, \
         "a failed params check removed or changed outputs"
+
+
+# The README's filter of `dvc status` for a clone without the DVC cache: every output there is
+# "not in cache" and every data dep "deleted"; what is left is what changed in code or params.
+STATUS_FILTER = ("dvc status | awk '/^[^ \\t]/ {stage = $0; next} "
+                 "/deleted:|not in cache:|changed (deps|outs):/ {next} "
+                 "{if (stage) print stage; stage = \"\"; print}'")
+
+
+def test_in_a_clone_without_the_cache_the_status_filter_shows_code_and_params_changes(committed):
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    def filtered() -> str:
+        return subprocess.run(STATUS_FILTER, shell=True, cwd=committed, env=env, check=True,
+                              capture_output=True, text=True).stdout
+
+    # a clone: the data and the cache are on the machine that made the run
+    shutil.rmtree(committed / "data")
+    shutil.rmtree(committed / ".dvc" / "cache")
+    assert "not in cache:" in _dvc(committed, "status").stdout
+    assert filtered() == ""
+    # and a dry run there, told that missing data is no change, has nothing to run
+    dry = _dvc(committed, "repro", "--dry", "--allow-missing").stdout
+    assert "Data and pipelines are up to date." in dry
+    _set(committed, "rloo.reward", "shaped")
+    with open(committed / "stages" / "report.py", "a") as fh:
+        fh.write("# a code change\n")
+    out = filtered()
+    assert {line[:-1] for line in out.splitlines() if not line.startswith("\t")} == {
+        "check_params", "rloo@rloo-0", "rloo@rloo-1", "rloo@rloo-2", "rloo_nocurr@0",
+        "int@0", "int@1", "int@2", "report"}
+    assert "modified:           stages/report.py" in out and "rloo.reward" in out
+    assert "deleted" not in out and "not in cache" not in out

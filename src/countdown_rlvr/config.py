@@ -20,6 +20,7 @@ import math
 import re
 import typing
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,25 +196,30 @@ CLOSED = {"problems": ("seed", "n_train", "count_train_solutions", "n_test", "n_
 
 def problems_in(params: dict[str, Any]) -> list[str]:
     """Every problem in `params`, as "`path`: value is bad; allowed: ..." lines."""
-    out = []
+    return list(bad_values(params).values())
+
+
+def bad_values(params: dict[str, Any]) -> dict[str, str]:
+    """{dotted key: its problem} for every value no rule allows and every key no rule knows."""
+    out: dict[str, str] = {}
 
     def walk(section: str, path: str, block: dict[str, Any]) -> None:
         known = CLOSED.get(path)
         for key, value in block.items():
             where = f"{path}.{key}"
             if known is not None and key not in known:
-                out.append(f"`{where}` is not a param of `{path}` (known: {', '.join(known)})")
+                out[where] = f"`{where}` is not a param of `{path}` (known: {', '.join(known)})"
                 continue
             rule = SECTION_RULES.get((section, key), RULES.get(key, _unknown))
             if rule is _unknown:
-                out.append(f"`{where}` is not a param this pipeline reads; check the spelling")
+                out[where] = f"`{where}` is not a param this pipeline reads; check the spelling"
             elif rule is None:  # a nested block
                 if isinstance(value, dict):
                     walk(section, where, value)
                 elif value is not None:
-                    out.append(f"`{where}` is {value!r}; allowed: a mapping of params")
+                    out[where] = f"`{where}` is {value!r}; allowed: a mapping of params"
             elif (why := rule(value)) is not None:
-                out.append(f"`{where}` is {value!r}; allowed: {why}")
+                out[where] = f"`{where}` is {value!r}; allowed: {why}"
 
     for section, block in params.items():
         if isinstance(block, dict):
@@ -231,21 +237,36 @@ def from_section(cls, stage: str, params: dict[str, Any], path: str, inherit: st
 
     `inherit`: another section whose keys `path` overrides (opd_ac lists only what differs from
     opd; int.rloo overrides rloo); nested mappings (e.g. `sampler`) are merged key by key.
-    A missing or unknown key, or a bad relation between values (`__post_init__`), stops
-    `stage` with a StageError that names the key and the fix."""
-    block = _block(stage, params, path)
-    if inherit is not None:
-        block = merged(_block(stage, params, inherit), block)
-    return _build(cls, stage, block, path)
+    Missing or unknown keys, or a bad relation between values (`__post_init__`), stop
+    `stage` with one StageError that lists each, naming the key and the fix."""
+    built, problems = build_section(cls, params, path, inherit)
+    if problems:
+        raise StageError(stage, "\n  ".join(problems))
+    return built
 
 
-def _block(stage: str, params: dict[str, Any], path: str) -> dict[str, Any]:
+def build_section(cls, params: dict[str, Any], path: str, inherit: str | None = None,
+                  construct: bool = True, reported: AbstractSet[str] = frozenset()
+                  ) -> tuple[Any, list[str]]:
+    """`from_section` without the raise: (the dataclass, []) or (None, every problem found).
+
+    construct=False checks the keys only, for a section holding a value its rule refuses:
+    that value is already reported, and the relations (`__post_init__`) could trip on it
+    with a raw TypeError (`"x" > 16`). `reported`: dotted keys already reported (a key no
+    rule knows), not listed again among the section's unknown keys."""
+    paths = [p for p in (inherit, path) if p is not None]
+    blocks = [_block(params, p) for p in paths]
+    if absent := [p for p, b in zip(paths, blocks) if b is None]:
+        return None, [f"params.yaml has no `{p}:` section; add it (see README)." for p in absent]
+    block = merged(*blocks) if inherit is not None else blocks[0]
+    return _build(cls, block, path, construct, reported)
+
+
+def _block(params: dict[str, Any], path: str) -> dict[str, Any] | None:
     block: Any = params
     for part in path.split("."):
         block = block.get(part) if isinstance(block, dict) else None
-    if not isinstance(block, dict):
-        raise StageError(stage, f"params.yaml has no `{path}:` section; add it (see README).")
-    return block
+    return block if isinstance(block, dict) else None
 
 
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -254,21 +275,30 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
                        else v for k, v in over.items()}}
 
 
-def _build(cls, stage: str, block: dict[str, Any], path: str):
+def _build(cls, block: dict[str, Any], path: str, construct: bool,
+           reported: AbstractSet[str]) -> tuple[Any, list[str]]:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
-    if unknown := sorted(set(block) - set(names)):
-        raise StageError(stage, f"`{path}` has unknown keys {unknown}; valid: {', '.join(names)}")
+    problems = []
+    unknown = set(block) - set(names)
+    if new := sorted(k for k in unknown if f"{path}.{k}" not in reported):
+        problems.append(f"`{path}` has unknown keys {new}; valid: {', '.join(names)}; "
+                        "rename or remove them")
     if missing := [k for k in names if k not in block]:
-        raise StageError(stage, f"`{path}` is missing {missing}; add them to the `{path}:` "
-                                "section of params.yaml (see README)")
-    values = {k: _build(hints[k], stage, v, f"{path}.{k}")
-              if dataclasses.is_dataclass(hints[k]) and isinstance(v, dict) else v
-              for k, v in block.items()}
+        problems.append(f"`{path}` is missing {missing}; add them to the `{path}:` section of "
+                        "params.yaml (see README)")
+    values = {}
+    for key, value in block.items():
+        if key in hints and dataclasses.is_dataclass(hints[key]) and isinstance(value, dict):
+            value, nested = _build(hints[key], value, f"{path}.{key}", construct, reported)
+            problems += nested
+        values[key] = value
+    if problems or unknown or not construct:
+        return None, problems
     try:
-        return cls(**values)
+        return cls(**values), []
     except ValueError as exc:
-        raise StageError(stage, f"{exc} (fix the `{path}:` section of params.yaml)") from exc
+        return None, [f"{exc} (fix the `{path}:` section of params.yaml)"]
 
 
 @dataclass(frozen=True)
@@ -323,7 +353,8 @@ class Supervised(Optim):
 
     def __post_init__(self):
         if self.epochs is None and self.max_steps is None:
-            raise ValueError("set `epochs` or `max_steps` (or both: max_steps caps the epochs)")
+            raise ValueError("set `epochs` or `max_steps`: both are null (with both set, "
+                             "max_steps caps the epochs)")
 
 
 @dataclass(frozen=True)
@@ -538,8 +569,9 @@ class Interventions:
 
     def __post_init__(self):
         if self.eval_seed == self.seed:
-            raise ValueError("int.eval_seed must differ from int.seed: on the selection seed "
-                             "the SFT policy fails every unsolved problem by construction")
+            raise ValueError(f"int.eval_seed must differ from int.seed (both {self.seed}): on "
+                             "the selection seed the SFT policy fails every unsolved problem by "
+                             "construction")
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,17 @@ from .errors import StageError  # re-exported: stages raise io.StageError
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     """params.yaml, every value checked (`config`), before a stage does any work. Every stage
     starts here, so this is also where a killed run's stale temporary files are cleared."""
+    params = read_params(path)
+    if bad := problems_in(params):
+        raise StageError("params", f"{path}: " + "\n  ".join(bad) + "\nfix the value in "
+                         f"{path} (or the `-S` override) and run again.")
+    clear_stale_tmp()
+    return params
+
+
+def read_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """params.yaml as a mapping, its values unchecked: for `check_params`, which lists every
+    problem at once (stage_params.check_all) where `load_params` stops at the bad values."""
     path = Path(path)
     if not path.exists():
         raise StageError("params", f"{path} not found; run from the repository root.")
@@ -36,10 +47,6 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
         raise StageError("params", f"{path} is not valid YAML ({exc}); fix the syntax.") from exc
     if not isinstance(params, dict):
         raise StageError("params", f"{path} must be a mapping of stage sections.")
-    if bad := problems_in(params):
-        raise StageError("params", f"{path}: " + "\n  ".join(bad) + "\nfix the value in "
-                         f"{path} (or the `-S` override) and run again.")
-    clear_stale_tmp()
     return params
 
 

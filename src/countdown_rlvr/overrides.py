@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -36,15 +36,50 @@ def set_flags(values: dict[str, Any]) -> list[str]:
     for key, value in values.items():
         text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
         if any(c.isspace() for c in text):
-            raise ValueError(f"{key}: {text!r} has whitespace; the $(...) recipe splits on it")
+            raise ValueError(f"{key}: {text!r} has whitespace, which the $(...) recipe splits "
+                             f"on; pass it yourself: dvc exp run -S '{key}={text}'")
         flags += ["-S", f"{key}={text}"]
     return flags
 
 
+def read_overrides(path: Path) -> dict[str, Any]:
+    """The file's mapping of params sections; `fail` (one line, no traceback) otherwise."""
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "not found"
+        fail(f"{path} {what}; pass the path of an overrides file, e.g. params.qwen.yaml")
+    try:
+        tree = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        fail(f"{path} is not valid YAML ({_where(exc)}); fix its syntax")
+    if not isinstance(tree, dict):
+        fail(f"{path} holds {type(tree).__name__ if tree is not None else 'nothing'}, not a "
+             "mapping of params sections; write it as params.yaml is (`rloo: {reward: shaped}`)")
+    return tree
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    """PyYAML's multi-line message as one line: where, and what is wrong."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(exc).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
+def fail(message: str) -> NoReturn:
+    """A user error: one line on stderr and exit code 2 (stdout stays empty, so the `$(...)`
+    recipe gets no flags; see the README for how to stop `dvc exp run` there)."""
+    print(f"[overrides] error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv: list[str]) -> None:
     if len(argv) != 1:
-        sys.exit("usage: python -m countdown_rlvr.overrides <overrides.yaml>")
-    print(" ".join(set_flags(leaves(yaml.safe_load(Path(argv[0]).read_text())))))
+        fail("usage: python -m countdown_rlvr.overrides <overrides.yaml>")
+    try:
+        flags = set_flags(leaves(read_overrides(Path(argv[0]))))
+    except ValueError as exc:  # a value the shell would split: set_flags names it
+        fail(f"{argv[0]}: {exc}")
+    print(" ".join(flags))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ whose resolved config changes: `-S rloo.reward=shaped` re-runs the `rloo` arm an
 that inherit `rloo.reward` (rloo_nocurr, int), not rloo_shaped, which sets its own reward.
 
 `check_params` (the first stage, stages/check_params.py) builds every stage's config from
-`READS`, so a bad value stops `dvc repro` before DVC removes any stage's outputs.
+`READS`, so a bad value stops `dvc repro` before DVC removes any stage's outputs, with every
+problem of the params listed at once (`check_all`).
 
 Not listed: `replicates.seeds`. A replicated stage only checks that its seed is in the list;
 adding a seed must train the new replicate only, not re-run every existing one.
@@ -16,7 +17,8 @@ adding a seed must train the new replicate only, not re-run every existing one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,27 +138,83 @@ def stage_instances(params: dict) -> Iterator[tuple[str, str | None]]:
 
 def check_all(params: dict) -> int:
     """Build every stage's config and check the relations across sections; the number of
-    configs built. Raises StageError naming the key and the fix at the first problem (the
-    values one by one were checked by `io.load_params`)."""
+    configs built. Raises one StageError listing every problem, each naming the key and the
+    fix: values no rule allows, unknown or missing keys, relations within a section
+    (`__post_init__`) and across sections. So one `dvc repro` shows all there is to fix."""
+    bad = C.bad_values(params)
+    found: dict[Section, list[str]] = {}  # each section's problems, built once for all stages
     built = 0
     for stage, arm in stage_instances(params):
         for r in reads(stage, arm):
             if isinstance(r, Section):
-                C.from_section(r.cls, stage, params, r.path, inherit=r.inherit)
+                _section_problems(params, Section(r.path, r.cls, r.inherit), bad, found)
                 built += 1
-    if problems := cross_section_problems(params):
-        raise StageError("check_params", "\n  ".join(problems))
+    problems = [*bad.values(), *(p for ps in found.values() for p in ps)]
+    broken = {_top(k) for k in bad} | {_top(s.path) for s, ps in found.items() if ps}
+    problems = list(dict.fromkeys([*problems, *cross_section_problems(params, broken)]))
+    if problems:
+        n = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
+        raise StageError("check_params", f"params.yaml has {n}; fix each (in params.yaml or "
+                         "the `-S` override) and run again:\n  " + "\n  ".join(problems))
     return built
 
 
-def cross_section_problems(params: dict) -> list[str]:
-    """Relations between sections that no single section can check."""
+def _section_problems(params: dict, s: Section, bad: dict[str, str],
+                      found: dict[Section, list[str]]) -> list[str]:
+    """The problems building `s` finds that `bad` (the values' rules) does not list."""
+    if s in found:
+        return found[s]
+    found[s] = []
+    base = Section(s.inherit, s.cls) if s.inherit else None
+    if base is not None and _section_problems(params, base, bad, found):
+        # an arm merged over a broken section would repeat its problems under the arm's
+        # name; the arm is checked once its base builds
+        return found[s]
+    # a refused value is already listed, and the section's relations could trip on it
+    tainted = any(_under(key, p) for key in bad for p in (s.path, s.inherit) if p)
+    # the base's keys, as the merged block has them under the arm's path
+    reported = {*bad, *(s.path + k[len(s.inherit):] for k in bad
+                        if s.inherit and _under(k, s.inherit))}
+    found[s] = C.build_section(s.cls, params, s.path, s.inherit, construct=not tainted,
+                               reported=reported)[1]
+    return found[s]
+
+
+def _under(key: str, path: str) -> bool:
+    return key == path or key.startswith(path + ".")
+
+
+def _top(key: str) -> str:
+    return key.split(".")[0]
+
+
+def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset()) -> list[str]:
+    """Relations between sections that no single section can check. A relation that reads a
+    section in `broken` (one with a problem of its own) waits until that one is fixed: it
+    would only repeat the problem, or trip on the bad value."""
+    def ok(*sections: str) -> bool:
+        return broken.isdisjoint(sections)
+
+    out = []
+    if ok("evaluate"):
+        out += _evaluate_relations(params, ok)
+    if ok("ipo"):
+        out += _ipo_relations(params)
+    if ok("repair", "distill"):
+        out += _distill_relations(params)
+    return out
+
+
+def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
+    """What `diagnose` and `compare` ask of `evaluate`'s samples."""
     ev = C.from_section(C.Evaluate, "check_params", params, "evaluate")
     out = []
     k = _at(params, "diagnose.k")
-    if k not in ev.ks or k > ev.n:
+    if ok("diagnose") and (k not in ev.ks or k > ev.n):
         out.append(f"`diagnose.k` ({k}) must be one of `evaluate.ks` {ev.ks} and at most "
                    f"`evaluate.n` ({ev.n}): S0 Table 3 shows every policy at that K; change one")
+    if not ok("compare"):
+        return out
     if over := [k for k in _at(params, "compare.ks") or [] if k > ev.n]:
         out.append(f"`compare.ks` has {over} > `evaluate.n` ({ev.n}): a pair is solved within k "
                    "of its n samples; remove them or raise evaluate.n")
@@ -164,16 +222,24 @@ def cross_section_problems(params: dict) -> list[str]:
         if unknown := [x for x in pair if x not in ev.all()]:
             out.append(f"`compare.pairs` names {unknown}, not in `evaluate` {ev.all()}; add "
                        "them there or fix the pair")
+    return out
+
+
+def _ipo_relations(params: dict) -> list[str]:
     from .pairs import SOURCES  # pure Python: no model code
     ipo = [*(_at(params, "ipo.sources") or []), *(_at(params, "ipo.first_replicate_sources") or [])]
     if unknown := [s for s in ipo if s not in SOURCES]:
-        out.append(f"unknown pair source(s) {unknown} in `ipo.sources` / "
-                   f"`ipo.first_replicate_sources`; valid: {', '.join(SOURCES)}; remove or "
-                   "rename them in params.yaml")
+        return [(f"unknown pair source(s) {unknown} in `ipo.sources` / "
+                 f"`ipo.first_replicate_sources`; valid: {', '.join(SOURCES)}; remove or "
+                 "rename them in params.yaml")]
+    return []
+
+
+def _distill_relations(params: dict) -> list[str]:
     repair = _at(params, "repair.conditions") or []
     distill = [*(_at(params, "distill.conditions") or []),
                *(_at(params, "distill.first_replicate_conditions") or [])]
     if missing := [c for c in distill if c not in repair]:
-        out.append(f"`distill` trains on the repairs of {missing}, which `repair.conditions` "
-                   f"{repair} does not make; add them there")
-    return out
+        return [(f"`distill` trains on the repairs of {missing}, which `repair.conditions` "
+                 f"{repair} does not make; add them there")]
+    return []

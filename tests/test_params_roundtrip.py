@@ -1,0 +1,59 @@
+"""`dvc exp run -S key=value` rewrites params.yaml with DVC's own YAML writer: the experiment's
+commit must show the one changed value, not a reformatted file (flow lists turned into block
+lists, comments moved into other sections). params.yaml is laid out in the form that writer
+keeps, and these tests apply DVC's own override function to a copy of it."""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from dvc.utils.hydra import apply_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _changed_lines(tmp_path: Path, override: str) -> tuple[list[str], list[str]]:
+    """(removed, added) lines of params.yaml after DVC applies `override` to a copy."""
+    path = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", path)
+    before = path.read_text().splitlines()
+    apply_overrides(path, [override])
+    after = path.read_text().splitlines()
+    diff = list(difflib.unified_diff(before, after, lineterm="", n=0))
+    removed = [d[1:] for d in diff if d.startswith("-") and not d.startswith("---")]
+    added = [d[1:] for d in diff if d.startswith("+") and not d.startswith("+++")]
+    return removed, added
+
+
+def _code(line: str) -> str:
+    """The line without its comment and trailing blanks (a comment keeps its column)."""
+    return line.split("#", 1)[0].rstrip()
+
+
+@pytest.mark.parametrize(("override", "removed", "added"), [
+    # a scalar: its own line only, comment kept
+    ("rloo.reward=shaped", ["  reward: binary"], ["  reward: shaped"]),
+    # a nested key
+    ("int.rloo.lr=1e-4", ["    lr: 5.0e-5"], ["    lr: 0.0001"]),
+    # a list: the items that change, nothing around them
+    ("problems.n_numbers=[3,4,5]", [], ["  - 5"]),
+    ("evaluate.ks=[1,4]", ["  - 8", "  - 16"], []),
+    ("replicates.seeds=[0,1]", ["replicates: {seeds: [0, 1, 2]}"],
+     ["replicates: {seeds: [0, 1]}"]),
+    # a null
+    ("model.threads=2", ["  threads:"], ["  threads: 2"]),
+])
+def test_dvc_override_changes_only_the_overridden_lines(tmp_path, override, removed, added):
+    got_removed, got_added = _changed_lines(tmp_path, override)
+    assert ([_code(x) for x in got_removed], [_code(x) for x in got_added]) == (removed, added)
+
+
+def test_dvc_override_keeps_every_other_value(tmp_path):
+    """The layout is DVC's, the values are ours: a no-op override leaves the file unchanged."""
+    assert _changed_lines(tmp_path, "rloo.reward=binary") == ([], [])
+    assert yaml.safe_load((tmp_path / "params.yaml").read_text()) == \
+        yaml.safe_load((ROOT / "params.yaml").read_text())
