@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from countdown_rlvr.io import StageError, atomic_path, clear_stale_tmp, load_params
+from countdown_rlvr.overrides import STOP_FLAG
 
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -322,13 +323,27 @@ def test_the_overrides_helper_refuses_a_bad_file_in_one_line(tmp_path, capsys, c
         main([str(path)])
     assert err.value.code == 2
     out, errors = capsys.readouterr()
-    assert out == "" and errors.count("\n") == 1
+    assert out == STOP_FLAG + "\n" and errors.count("\n") == 1
     assert errors.startswith(f"[overrides] error: {path} {says}")
 
 
 def test_the_overrides_helper_as_the_shell_runs_it(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "countdown_rlvr.overrides", "params.nope.yaml"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert (proc.returncode, proc.stdout) == (2, "")
+    assert (proc.returncode, proc.stdout) == (2, STOP_FLAG + "\n")
     assert proc.stderr == ("[overrides] error: params.nope.yaml not found; pass the path of an "
                            "overrides file, e.g. params.qwen.yaml\n")
+
+
+def test_dvc_refuses_the_flag_a_failed_helper_prints(tmp_path):
+    """`$(...)` drops the helper's exit code: what it prints must stop `dvc exp run` itself,
+    or the experiment would run the default params."""
+    from dvc.utils.hydra import apply_overrides
+
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    flag, value = STOP_FLAG.split()
+    assert flag == "-S"
+    with pytest.raises(Exception, match="overrides_file_not_read"):
+        apply_overrides(str(params), [value])
+    assert params.read_text() == (ROOT / "params.yaml").read_text()

@@ -65,10 +65,16 @@ def _where(exc: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
+# `$(...)` drops the helper's exit code, so an error alone would leave `dvc exp run` with no
+# flags: it would run the default params. This flag names a key params.yaml lacks instead, and
+# DVC refuses it before running anything ("Could not override 'overrides_file_not_read'").
+STOP_FLAG = "-S overrides_file_not_read=see_the_error_above"
+
+
 def fail(message: str) -> NoReturn:
-    """A user error: one line on stderr and exit code 2 (stdout stays empty, so the `$(...)`
-    recipe gets no flags; see the README for how to stop `dvc exp run` there)."""
+    """A user error: one line on stderr, STOP_FLAG on stdout and exit code 2."""
     print(f"[overrides] error: {message}", file=sys.stderr)
+    print(STOP_FLAG)
     sys.exit(2)
 
 
