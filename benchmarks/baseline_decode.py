@@ -2,8 +2,11 @@
 against, in the same run. A verbatim copy of `countdown_rlvr/sampling.py`'s `_forward`,
 `_take` and `_decode` at commit 80f3c41 (the loop of the committed run), with the HF-forward
 fallback removed (the benchmark drives Qwen2-layout models only); the token choice (`pick`,
-temperature / top-k / top-p from one uniform per row) is the package's, unchanged since.
-Not imported by the package; do not edit (its point is to stay what it was).
+temperature / top-k / top-p from one uniform per row) is the package's: unchanged since for
+truncated samplers (the evaluation's); untruncated ones now draw in vocabulary order, no sort.
+One edit since: tensors go to the model's device (the loop built them on the device of its
+inputs, the CPU in bench_sampling, and crashed beside a CUDA model).
+Not imported by the package; do not edit otherwise (its point is to stay what it was).
 """
 
 from __future__ import annotations
@@ -80,9 +83,12 @@ def _decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: Sa
     copy of the cache, so doing it at every EOS costs more than a few idle rows.
     """
     m = model.get_base_model() if hasattr(model, "get_base_model") else model
-    B, P = input_ids.shape
-    L, dev = sp.max_new_tokens, input_ids.device
     w = m.model.embed_tokens.weight
+    dev = w.device  # the model's, whatever device the inputs come on
+    input_ids, attention_mask = input_ids.to(dev), attention_mask.to(dev)
+    u = None if u is None else u.to(dev)
+    B, P = input_ids.shape
+    L = sp.max_new_tokens
     att = m.model.layers[0].self_attn
     nkv = m.config.num_key_value_heads
     cache = [tuple(torch.empty(B, nkv, P + L, att.head_dim, dtype=w.dtype, device=dev)

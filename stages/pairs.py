@@ -13,6 +13,7 @@ import pandas as pd
 from countdown_rlvr import io
 from countdown_rlvr.config import Pairs, prompt_style
 from countdown_rlvr.evaluate import evaluate_policy
+from countdown_rlvr.metrics import none_if_missing
 from countdown_rlvr.model import load_model, load_stage
 from countdown_rlvr.pairs import (
     SOURCES,
@@ -29,10 +30,13 @@ OUT = "data/pairs/pairs.jsonl"
 
 
 def _samples(df: pd.DataFrame, prompts: dict[str, str]) -> list[dict]:
+    """Sample records as `countdown_rlvr.pairs` rows: a missing failure / value is None
+    (pandas may read it as NaN, which `is not None` lets through)."""
     return [{"problem_id": r.problem_id, "numbers": list(r.numbers), "target": int(r.target),
              "n_numbers": int(r.n_numbers), "prompt": prompts[r.problem_id],
-             "completion": r.completion, "correct": bool(r.correct), "failure": r.failure,
-             "value": r.value} for r in df.itertuples()]
+             "completion": r.completion, "correct": bool(r.correct),
+             "failure": none_if_missing(r.failure), "value": none_if_missing(r.value)}
+            for r in df.itertuples()]
 
 
 def main() -> None:

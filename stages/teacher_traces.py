@@ -5,12 +5,10 @@ All samples (correct or not) are kept in a Parquet file: `pairs` draws the teach
 easy and near-miss negatives from them.
 """
 
-from collections import Counter
-
 from countdown_rlvr import io
 from countdown_rlvr.config import TeacherTraces, prompt_style
 from countdown_rlvr.evaluate import score_samples
-from countdown_rlvr.metrics import records_frame
+from countdown_rlvr.metrics import records_frame, teacher_yield
 from countdown_rlvr.model import load_model, load_stage
 from countdown_rlvr.sampling import generate
 from countdown_rlvr.task import get_reward, solve_prompt
@@ -49,15 +47,7 @@ def main() -> None:
     with io.atomic_path(SAMPLES) as tmp:
         df.to_parquet(tmp, index=False)
     io.write_jsonl(OUT, traces)
-    solved = df.groupby("problem_id")["correct"].any()
-    by_n = df.groupby("n_numbers")
-    io.write_details("teacher_traces", {
-        "samples": len(df), "kept": len(traces), "yield": float(df["correct"].mean()),
-        "problems_with_a_trace": float(solved.mean()),
-        "yield_by_operands": {f"n{k}": float(g["correct"].mean()) for k, g in by_n},
-        "yield_by_strategy": {s: float(g["correct"].mean()) for s, g in df.groupby("strategy")},
-        "failures": dict(sorted(Counter(f for f in df["failure"] if f).items())),
-    })
+    io.write_details("teacher_traces", teacher_yield(df))
     print(f"[teacher_traces] kept {len(traces)}/{len(df)} verified samples; wrote {OUT}, {SAMPLES}, "
           "reports/metrics/teacher_traces.json")
 

@@ -1,5 +1,7 @@
 import math
 import os
+import sys
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -7,6 +9,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from countdown_rlvr import decode as decoding
@@ -21,6 +25,9 @@ from countdown_rlvr.sampling import (
 )
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+# the benchmark's sampling code (`bench_sampling`, `baseline_decode`), for the device test
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 PROMPTS = ["Numbers: 44 19 35 Target: 98\n", "Numbers: 3 7 Target: 21\n",
@@ -187,13 +194,20 @@ def _hf_warped(logits, t, k, p):
     return torch.log_softmax(logits, -1)
 
 
-def _inverse_cdf(logp, u):
-    """Reference draw: the token whose slice of [0, 1), tokens by descending probability,
-    holds u (ties in stable vocabulary order)."""
-    probs, order = logp.exp().sort(descending=True, stable=True)
+def _truncating(V, k, p):
+    """Whether top-k / top-p cut a V-token distribution: then `pick` ranks the candidates."""
+    return 0 < k < V or p < 1
+
+
+def _inverse_cdf(logp, u, ranked):
+    """Reference draw: the token whose slice of [0, 1) holds u, tokens by descending
+    probability when `ranked` (ties in stable vocabulary order), else in vocabulary order;
+    never one of probability 0."""
+    probs, order = logp.exp().sort(descending=True, stable=True) if ranked else \
+        (logp.exp(), torch.arange(len(logp)))
     cdf = probs.cumsum(0)
-    j = min(int((cdf <= u * cdf[-1]).sum()), int((probs > 0).sum()) - 1)
-    return int(order[j])
+    j = int((cdf <= u * cdf[-1]).sum())
+    return int(order[min(j, int((probs > 0).nonzero()[-1]))])
 
 
 @settings(max_examples=200, deadline=None)
@@ -207,8 +221,96 @@ def test_pick_is_the_hf_warped_distribution(seed, t, k, p):
     tok, logp = pick(logits, u, SamplerParams(t, p, k, 1), True)
     ref = _hf_warped(logits, t, k, p)
     for r in range(6):
-        assert int(tok[r]) == _inverse_cdf(ref[r], float(u[r]))
+        assert int(tok[r]) == _inverse_cdf(ref[r], float(u[r]), _truncating(64, k, p))
     torch.testing.assert_close(logp, ref.gather(1, tok[:, None]).squeeze(1), atol=1e-5, rtol=1e-5)
+
+
+def _pick_before(logits, u, sp, want_logp):
+    """`pick` before untruncated draws went to vocabulary order, verbatim: every sampled draw
+    ranked the candidates (a topk over the whole vocabulary without top-k)."""
+    if sp.greedy:
+        tok = logits.argmax(-1)
+        logp = torch.log_softmax(logits, -1).gather(1, tok[:, None]).squeeze(1) if want_logp else None
+        return tok, logp
+    V = logits.shape[-1]
+    k = sp.top_k if 0 < sp.top_k < V else V
+    vals, idx = (logits / sp.temperature).topk(k, -1)  # sorted, most likely first
+    if sp.top_p < 1.0:  # HF TopP: drop a token once the mass ranked above it reaches top_p
+        probs = vals.softmax(-1)
+        drop = probs.cumsum(-1) - probs >= sp.top_p
+        drop[:, 0] = False
+        vals = vals.masked_fill(drop, -math.inf)
+    logp_all = torch.log_softmax(vals, -1)
+    cdf = logp_all.exp().cumsum(-1)
+    j = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
+    j = torch.minimum(j, (vals > -math.inf).sum(-1) - 1)  # float edge: never a dropped one
+    tok = idx.gather(1, j[:, None]).squeeze(1)
+    logp = logp_all.gather(1, j[:, None]).squeeze(1) if want_logp else None
+    return tok, logp
+
+
+# temperature, top_p, top_k of samplers that truncate nothing: top_k off, = VOCAB, > VOCAB
+# (the vocabulary of the test model)
+VOCAB = 384
+UNTRUNCATED = [(0.7, 1.0, 0), (1.0, 1.0, VOCAB), (1.3, 1.0, 1000)]
+
+
+@pytest.mark.parametrize("t,p,k", UNTRUNCATED)
+def test_untruncated_draw_ranks_nothing(pair, t, p, k, monkeypatch):
+    """Without top-k / top-p no draw sorts or ranks the vocabulary: a topk over all 151,936
+    tokens of Qwen at every step made our sampler 3x slower than HF generate on a CPU."""
+    def refuse(name):
+        def call(*args, **kwargs):
+            raise AssertionError(f"{name} called by an untruncated draw")
+        return call
+
+    for owner in (torch, torch.Tensor):
+        for name in ("topk", "sort", "argsort", "msort", "kthvalue"):
+            monkeypatch.setattr(owner, name, refuse(name))
+    g = torch.Generator().manual_seed(0)
+    tok, logp = pick(torch.randn(4, VOCAB, generator=g), torch.rand(4, generator=g),
+                     SamplerParams(t, p, k, 1), True)
+    assert tok.shape == logp.shape == (4,)
+    # and the whole loop, prefill to the last step
+    assert len(pair[1]) == VOCAB
+    assert _gen(pair, sampler={"temperature": t, "top_p": p, "top_k": k}, n=2, max_new_tokens=4)
+
+
+@pytest.mark.parametrize("t,p,k", UNTRUNCATED)
+def test_untruncated_draw_is_the_inverse_cdf_in_vocabulary_order(t, p, k):
+    """Without truncation u draws the token whose slice of [0, 1), the slices of
+    softmax(logits / T) laid out in vocabulary order, holds u: the midpoint of every token's
+    slice draws that token, so the draws follow softmax(logits / T) with its exact log-probs.
+    At u's float edges (0, the largest float below 1) the first / last token of positive
+    probability: a token of probability 0 is never drawn."""
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(3, VOCAB, generator=g)
+    logits[:, [0, 9, VOCAB - 2, VOCAB - 1]] = -math.inf  # probability 0: first, last, between
+    probs = torch.softmax(logits.double() / t, -1)
+    hi = probs.cumsum(-1)
+    sp = SamplerParams(t, p, k, 1)
+    for r in range(3):
+        tokens = (probs[r] > 1e-4).nonzero().squeeze(1)  # slices far wider than float rounding
+        assert len(tokens) > VOCAB // 2
+        u = ((2 * hi[r, tokens] - probs[r, tokens]) / 2).float()  # each slice's midpoint
+        tok, logp = pick(logits[r].expand(len(tokens), -1), u, sp, True)
+        assert tok.tolist() == tokens.tolist()
+        torch.testing.assert_close(logp.double(), probs[r, tokens].log(), atol=1e-5, rtol=1e-5)
+    edges = pick(logits, torch.tensor([0.0, 1 - 2 ** -24, 1 - 2 ** -24]), sp, False)[0]
+    assert edges.tolist() == [1, VOCAB - 3, VOCAB - 3]
+
+
+@pytest.mark.parametrize("t,p,k", [(0.6, 0.95, 20), (0.9, 0.95, 300), (1.0, 1.0, 5), (1.0, 1.0, 1),
+                                   (0.7, 0.9, 0), (1.2, 0.5, 1000), (0.3, 0.99, 399)])
+def test_truncated_draw_is_unchanged(t, p, k):
+    """With top-k or top-p (the evaluation sampler: T 0.6, top-k 20, top-p 0.95) the draws and
+    log-probs are bit for bit those of `pick` before the untruncated path changed."""
+    g = torch.Generator().manual_seed(k)
+    logits, u = torch.randn(64, 400, generator=g) * 3, torch.rand(64, generator=g)
+    u[:3] = torch.tensor([0.0, 1 - 2 ** -24, 0.5])
+    sp = SamplerParams(t, p, k, 1)
+    (tok, logp), (tok0, logp0) = pick(logits, u, sp, True), _pick_before(logits, u, sp, True)
+    assert torch.equal(tok, tok0) and torch.equal(logp, logp0)
 
 
 def test_greedy_equals_hf_generate(pair):
@@ -234,7 +336,8 @@ def _reference_samples(model, tok, prompts, n, sp: SamplerParams, seed):
             with torch.no_grad():
                 logits = model(torch.tensor([ids + new])).logits[0, -1:].float()
             logp = _hf_warped(logits, sp.temperature, sp.top_k, sp.top_p)[0]
-            new.append(_inverse_cdf(logp, float(u[r, t])))
+            ranked = _truncating(len(logp), sp.top_k, sp.top_p)
+            new.append(_inverse_cdf(logp, float(u[r, t]), ranked))
             lps.append(float(logp[new[-1]]))
             if new[-1] == tok.eos_token_id:
                 break
@@ -242,11 +345,13 @@ def _reference_samples(model, tok, prompts, n, sp: SamplerParams, seed):
     return out
 
 
-def test_sampling_equals_a_slow_reference_sampler(base):
+@pytest.mark.parametrize("sampler", [{"temperature": 0.9, "top_k": 300, "top_p": 0.95},
+                                     {"temperature": 0.9}])  # ranked draws / vocabulary order
+def test_sampling_equals_a_slow_reference_sampler(base, sampler):
     model, tok = load_model(base)
     with torch.no_grad():
         model.model.norm.weight.mul_(0.1)  # flatter logits: some rows stop early
-    sampler = {"temperature": 0.9, "top_k": 300, "top_p": 0.95, "max_new_tokens": 40}
+    sampler = {**sampler, "max_new_tokens": 40}
     out = generate((model, tok), PROMPTS, n=8, sampler=sampler, seed=3, return_logprobs=True,
                    batch_size=24, progress=False)
     got = [s for per in out for s in per]
@@ -299,6 +404,162 @@ def test_static_cache_path_runs_peft_layers_and_bf16(base, dtype):
     fast, slow = decode(model, *args), decode_hf(model, *args)
     assert torch.equal(fast[0], slow[0])
     torch.testing.assert_close(fast[1], slow[1], atol=1e-4, rtol=1e-4)
+
+
+# --------------------------------------------------------------------------- devices
+CUDA = torch.device("cuda", 0)
+
+
+def _where(t) -> str | None:
+    return getattr(t, "_where", None) if isinstance(t, torch.Tensor) else None
+
+
+class PretendCuda(TorchFunctionMode):
+    """A model "on cuda:0" on a machine without a GPU, to catch tensors built off its device.
+
+    Every tensor stays a CPU tensor holding real values (so a whole decode loop runs) and
+    carries where it would be: "cuda" for the parameters and buffers of the modules `place`d,
+    for what a factory builds with device=cuda:0, for what `.to(cuda:0)` returns, and for the
+    result of an op on a "cuda" tensor; "cpu" for what the caller `place`s there, for what is
+    built without a device or with the CPU, and for results on those alone. "cuda" tensors
+    report cuda:0 as `.device`. An op mixing the two (0-dim CPU tensors aside, which CUDA
+    accepts; indices may be on the CPU) raises, as on a GPU. Tensors made where the mode
+    cannot see (inside functorch's vmap, which HF's mask code uses) are not checked."""
+
+    def place(self, *things, where: str = "cuda") -> None:
+        for x in things:
+            for t in [*x.parameters(), *x.buffers()] if isinstance(x, torch.nn.Module) else [x]:
+                t._where = where
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func == torch.Tensor.device.__get__:
+            return CUDA if _where(args[0]) == "cuda" else func(*args)
+        if func == torch.Tensor.is_cuda.__get__:
+            return _where(args[0]) == "cuda"
+        target = self._target(func, args, kwargs)
+        if target == "cuda":
+            func, args, kwargs = self._on_cpu(func, args, kwargs)
+        tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if target is None and func is not torch.Tensor.copy_:  # copies may cross devices
+            self._check(func, args, tensors)
+        out = func(*args, **kwargs)
+        where = target or self._result(tensors)
+        if where:
+            if out is args[0] and where != _where(out) and func is not torch.Tensor.copy_:
+                out = out.clone()  # `.to` a device returns a new tensor, not the input re-labelled
+            for t in out if isinstance(out, (tuple, list)) else [out]:
+                if isinstance(t, torch.Tensor):
+                    t._where = where
+        return out
+
+    @staticmethod
+    def _device(x) -> str | None:
+        """"cuda" / "cpu" for a device argument (a device, its name, a tensor), else None."""
+        if isinstance(x, torch.Tensor):
+            return _where(x)
+        if x is None or isinstance(x, (torch.device, str)):
+            try:
+                return "cuda" if torch.device(x or "cpu").type == "cuda" else "cpu"
+            except RuntimeError:  # a string that names no device
+                return None
+        return None
+
+    def _target(self, func, args, kwargs) -> str | None:
+        """Where `func` puts its result by its device argument (None: none given)."""
+        if func is torch.Tensor.cpu or func is torch.Tensor.cuda:
+            return "cpu" if func is torch.Tensor.cpu else "cuda"
+        if "device" in kwargs:
+            return self._device(kwargs["device"])
+        if func is torch.Tensor.to:
+            return next((d for d in map(self._device, args[1:]) if d), None)
+        return None
+
+    def _on_cpu(self, func, args, kwargs):
+        """The call with its cuda:0 device argument made the CPU."""
+        if func is torch.Tensor.cuda:
+            return torch.Tensor.to, (args[0], "cpu"), {}
+        if "device" in kwargs:
+            kwargs = {**kwargs, "device": "cpu"}
+        if func is torch.Tensor.to:  # .to(device, ...) or .to(other tensor, ...)
+            args = args[:1] + tuple(a.dtype if isinstance(a, torch.Tensor) else
+                                    "cpu" if self._device(a) == "cuda" else a for a in args[1:])
+        return func, args, kwargs
+
+    @staticmethod
+    def _result(tensors) -> str | None:
+        wheres = {_where(t) for t in tensors}
+        return "cuda" if "cuda" in wheres else "cpu" if "cpu" in wheres or not tensors else None
+
+    @staticmethod
+    def _check(func, args, tensors) -> None:
+        name = getattr(func, "__name__", str(func))
+        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__):
+            home = _where(args[0])
+            idx = [t for t in tree_flatten(args[1])[0] if isinstance(t, torch.Tensor)]
+            bad = [t for t in idx if _where(t) not in (None, "cpu", home)]
+            value = args[2] if func is torch.Tensor.__setitem__ else None
+            if isinstance(value, torch.Tensor) and value.dim() and \
+                    None not in (home, _where(value)) and _where(value) != home:
+                bad.append(value)
+            if home and bad:
+                raise RuntimeError(f"{name}: a tensor on {home} indexed with / set from "
+                                   f"{_where(bad[0])}")
+            return
+        wheres = {_where(t) for t in tensors if _where(t) == "cuda" or t.dim()} - {None}
+        if len(wheres) > 1:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at "
+                               f"least two devices, cuda:0 and cpu! ({name})")
+
+
+def test_pretend_cuda_catches_what_a_gpu_would():
+    """The device check of the test below, on the mistakes it is there for."""
+    lin = torch.nn.Linear(4, 2)
+    with PretendCuda() as mode:
+        mode.place(lin)
+        assert lin.weight.device == CUDA and torch.ones(3).device.type == "cpu"
+        on = torch.ones(3, device=CUDA)
+        assert on.device == CUDA and (on * 2).device == CUDA
+        assert (on + torch.tensor(1.0)).device == CUDA  # a 0-dim CPU tensor is fine
+        assert on[torch.tensor([0, 2])].device == CUDA  # CPU indices are fine
+        assert torch.ones(2, 3).to(on.device).device == CUDA and on.cpu().device.type == "cpu"
+        with pytest.raises(RuntimeError, match="two devices"):
+            lin(torch.ones(1, 4))  # input on the CPU, weights on the GPU
+        with pytest.raises(RuntimeError, match="two devices"):
+            on + torch.ones(3)
+        with pytest.raises(RuntimeError, match="indexed"):
+            torch.ones(3)[on.long()]
+
+
+def test_decode_loops_build_their_tensors_on_the_models_device(base):
+    """bench_sampling crashed on CUDA: the loops built their tensors (position ids first) on the
+    device of the inputs they were given, the CPU there, beside a model on cuda:0. With the
+    model "on cuda:0" (`PretendCuda`) and the inputs on the CPU, each loop (ours, the HF-forward
+    one, the frozen baseline of the benchmark) runs without mixing devices and returns the
+    tokens and log-probs of a plain CPU run, on the model's device; the benchmark's batches
+    go to the model's device."""
+    import bench_sampling
+    from baseline_decode import _decode as baseline_loop
+
+    model, tok = load_model(base)  # its own copy: `place` marks the parameters
+    sp = sampler_params({"temperature": 1.0, "max_new_tokens": 6})
+    enc = tok(PROMPTS, return_tensors="pt", padding=True)
+    u = torch.rand(3, 6, generator=torch.Generator().manual_seed(0))
+    args = (enc["input_ids"], enc["attention_mask"], sp, [tok.eos_token_id], tok.pad_token_id, u,
+            True)
+    for loop in (decode, decode_hf, baseline_loop):
+        want = loop(model, *args)
+        with PretendCuda() as mode:
+            mode.place(model)
+            mode.place(*args[:2], u, where="cpu")
+            new, lps = loop(model, *args)
+            assert new.device == lps.device == CUDA, loop.__name__
+        assert torch.equal(new, want[0]) and torch.equal(lps, want[1])
+    with PretendCuda() as mode:
+        mode.place(model)
+        for previous in (False, True):
+            work, _ = bench_sampling.batches((model, tok), PROMPTS, 2, sp, 4, previous)
+            assert {t.device for batch in work for t in batch} == {CUDA}
 
 
 def test_bad_arguments(pair):

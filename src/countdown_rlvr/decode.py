@@ -3,9 +3,11 @@
     decode(model, input_ids, attention_mask, sampler, eos, pad, u, return_logprobs)
 
 Sampling draws one uniform u per (row, step) up front and takes the inverse CDF of the
-processed distribution (candidates in descending probability). So a row's tokens are a
-function of its own u row alone: not of which rows finished or left the batch, and a slow
-step-by-step reference with the same u gives the same tokens (tests/test_sampling.py).
+processed distribution: with top-k / top-p truncation over the candidates in descending
+probability, without it over the whole vocabulary in index order (no sort). So a row's
+tokens are a function of its own u row alone: not of which rows finished or left the batch,
+and a slow step-by-step reference with the same u gives the same tokens
+(tests/test_sampling.py).
 
 Why our own loop: HF's `generate` keeps finished rows in the batch, grows its cache by
 concatenation every step and copies grouped kv heads; a tiny model's step is dominated by
@@ -44,21 +46,37 @@ class SamplerParams:
         return self.temperature == 0
 
 
+def truncates(sp: SamplerParams, vocab: int) -> bool:
+    """Whether top-k or top-p can drop tokens of a `vocab`-token distribution."""
+    return 0 < sp.top_k < vocab or sp.top_p < 1.0
+
+
 def pick(logits: torch.Tensor, u: torch.Tensor | None, sp: SamplerParams,
          want_logp: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """[b, V] float logits -> ([b] token ids, [b] log-probs or None).
 
     Temperature, then top-k, then top-p (HF's and vLLM's order and rules, but on the k
-    candidates only: no full-vocabulary sort or mask per step). Greedy = argmax, with
-    log-probs of the untempered, untruncated model.
+    candidates only: no full-vocabulary mask per step; `_draw_ranked`). Without truncation
+    nothing is ranked at all (`_draw_in_vocab_order`). Greedy = argmax, with log-probs of the
+    untempered, untruncated model.
     """
     if sp.greedy:
         tok = logits.argmax(-1)
         logp = torch.log_softmax(logits, -1).gather(1, tok[:, None]).squeeze(1) if want_logp else None
         return tok, logp
-    V = logits.shape[-1]
+    x = logits / sp.temperature
+    if truncates(sp, logits.shape[-1]):
+        return _draw_ranked(x, u, sp, want_logp)
+    return _draw_in_vocab_order(x, u, want_logp)
+
+
+def _draw_ranked(x: torch.Tensor, u: torch.Tensor, sp: SamplerParams, want_logp: bool,
+                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Inverse CDF at u [b] of the top-k / top-p truncation of softmax(x) [b, V], the
+    candidates in descending probability (top-p needs them ranked)."""
+    V = x.shape[-1]
     k = sp.top_k if 0 < sp.top_k < V else V
-    vals, idx = (logits / sp.temperature).topk(k, -1)  # sorted, most likely first
+    vals, idx = x.topk(k, -1)  # sorted, most likely first
     if sp.top_p < 1.0:  # HF TopP: drop a token once the mass ranked above it reaches top_p
         probs = vals.softmax(-1)
         drop = probs.cumsum(-1) - probs >= sp.top_p
@@ -71,6 +89,24 @@ def pick(logits: torch.Tensor, u: torch.Tensor | None, sp: SamplerParams,
     tok = idx.gather(1, j[:, None]).squeeze(1)
     logp = logp_all.gather(1, j[:, None]).squeeze(1) if want_logp else None
     return tok, logp
+
+
+def _draw_in_vocab_order(x: torch.Tensor, u: torch.Tensor, want_logp: bool,
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Inverse CDF of softmax(x) [b, V] at u [b], the tokens in vocabulary order.
+
+    Any fixed order samples the same distribution, and this one needs no ranking: a
+    full-vocabulary topk is a sort of every row at every step (at Qwen's 151,936 tokens on a
+    CPU it cost more than a tiny model's forward), softmax + cumsum + binary search are a few
+    passes over the row (benchmarks/bench_sampling.py --vocab)."""
+    cdf = x.softmax(-1).cumsum_(-1)
+    total = cdf[:, -1:].contiguous()  # [b, 1]; searchsorted copies a strided one (and warns)
+    j = torch.searchsorted(cdf, u[:, None] * total, right=True)
+    # float edge: u * total may round up to total (j = V); the first index at which the CDF
+    # reaches its total is the last token of positive probability (never a zero one)
+    j = torch.minimum(j, torch.searchsorted(cdf, total))
+    logp = (x.gather(1, j) - x.logsumexp(-1, keepdim=True)).squeeze(1) if want_logp else None
+    return j.squeeze(1), logp
 
 
 # --------------------------------------------------------------------------- the model
@@ -205,6 +241,11 @@ def _compact(src: torch.Tensor, dst: torch.Tensor, keep: torch.Tensor, n: int) -
     return out
 
 
+def _to(dev: torch.device, *tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
+    """The tensors on `dev` (None stays None; no copy for one already there)."""
+    return [None if t is None else t.to(dev) for t in tensors]
+
+
 @torch.no_grad()
 def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: SamplerParams,
            eos: list[int], pad: int, u: torch.Tensor | None, return_logprobs: bool,
@@ -214,7 +255,8 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: Sam
     and, optionally, [B, L] log-probs of the sampled tokens under the processed distribution.
     `u` [B, L]: the uniforms of `pick` (None when greedy). `layers`: `decoder_layers(model)`,
     built by the caller once for many batches (else here); `store`: a `KVStore` reused
-    across batches (else a new one).
+    across batches (else a new one). The inputs may be on any device: the loop runs on the
+    model's, and returns its tensors there.
 
     A preallocated KV cache (one column per step, shared by all rows since prompts are
     left-padded) replaces HF's growing DynamicCache. Rows with the same prompt (the n samples
@@ -226,9 +268,12 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: Sam
     if m is None:
         return decode_hf(model, input_ids, attention_mask, sp, eos, pad, u, return_logprobs)
     layers = layers if layers is not None else decoder_layers(m)
-    B, P = input_ids.shape
-    L, dev = sp.max_new_tokens, input_ids.device
     w = m.model.embed_tokens.weight
+    # everything below is built on the model's device, whatever device the caller's inputs are on
+    dev = w.device
+    input_ids, attention_mask, u = _to(dev, input_ids, attention_mask, u)
+    B, P = input_ids.shape
+    L = sp.max_new_tokens
     att = m.model.layers[0].self_attn
     nkv = m.config.num_key_value_heads
     cache, spare = (store or KVStore()).take(len(layers), B, nkv, P + L, att.head_dim, w.dtype, dev)
@@ -279,7 +324,9 @@ def decode(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, sp: Sam
 def decode_hf(model, input_ids, attention_mask, sp, eos, pad, u, return_logprobs):
     """`decode` through HF's model forward and DynamicCache, for models whose layout
     `_forward` does not know (and as its reference in the tests). Same draws, same tokens."""
-    B, dev = input_ids.shape[0], input_ids.device
+    dev = next(model.parameters()).device
+    input_ids, attention_mask, u = _to(dev, input_ids, attention_mask, u)
+    B = input_ids.shape[0]
     eos_t = torch.tensor(eos, device=dev)
     new = torch.full((B, sp.max_new_tokens), pad, dtype=torch.long, device=dev)
     lps = torch.zeros((B, sp.max_new_tokens), device=dev) if return_logprobs else None

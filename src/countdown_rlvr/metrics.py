@@ -9,6 +9,7 @@ averaged over groups.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,21 @@ RECORDS_SCHEMA = pa.schema([
     ("arithmetic_errors", pa.int64()),  # wrong "a op b = c" claims in the reasoning
 ])
 assert tuple(RECORDS_SCHEMA.names[:len(RECORD_COLUMNS)]) == RECORD_COLUMNS
+
+
+def is_missing(value: Any) -> bool:
+    """Whether a value read out of a DataFrame (a cell, an `itertuples` field) is missing.
+
+    pandas marks a missing string with None, NaN (pandas 3's default string dtype), or pd.NA
+    (the nullable "string" dtype) depending on version and dtype. NaN is truthy and neither
+    is None nor compares with a string, so such values are never tested by truthiness or
+    `is None`: through here (or pd.isna / dropna on a whole column)."""
+    return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
+
+
+def none_if_missing(value: Any) -> Any:
+    """A DataFrame value as a plain Python row holds it: None when missing."""
+    return None if is_missing(value) else value
 
 
 def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -192,13 +208,14 @@ def diagnostics_at_k(correct, reward, k: int) -> dict[str, float]:
 
 
 def failure_counts(failures: Iterable) -> dict[str, int]:
-    """Count samples per verifier failure code; None/NaN (a correct sample) counts as `correct`.
+    """Count samples per verifier failure code; a missing code (a correct sample: None, NaN or
+    pd.NA) counts as `correct`.
 
     Every code in task.FAILURES is always present (0 if unseen) so the metric keys are stable.
     """
     counts = dict.fromkeys(FAILURES, 0) | {"correct": 0}
     for f in failures:
-        if f is None or (isinstance(f, float) and np.isnan(f)):
+        if is_missing(f):
             counts["correct"] += 1
         elif f in FAILURES:
             counts[f] += 1
@@ -328,6 +345,22 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
     out["failures"] = failure_counts(test["failure"])
     out["best_of_n"] = best_of_n(correct, [N for N in budgets if N <= n])
     return out
+
+
+def teacher_yield(records: pd.DataFrame) -> dict[str, Any]:
+    """reports/metrics/teacher_traces.json from the teacher's sample records (with a `strategy`
+    column): samples, kept (the verified ones, each a trace), the yield overall, per operand
+    count and per strategy, the share of problems with a trace, and the failure codes seen
+    (missing = a correct sample, not counted)."""
+    correct = records["correct"].astype(bool)
+    return {
+        "samples": len(records), "kept": int(correct.sum()), "yield": float(correct.mean()),
+        "problems_with_a_trace": float(correct.groupby(records["problem_id"]).any().mean()),
+        "yield_by_operands": {f"n{k}": float(g.mean())
+                              for k, g in correct.groupby(records["n_numbers"])},
+        "yield_by_strategy": {s: float(g.mean()) for s, g in correct.groupby(records["strategy"])},
+        "failures": dict(sorted(Counter(records["failure"].dropna()).items())),
+    }
 
 
 def format_score(records: pd.DataFrame) -> np.ndarray:

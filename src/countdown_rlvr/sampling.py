@@ -16,8 +16,9 @@ batch, which `generate` cannot do.
 
 Determinism: a call draws one [samples, max_new_tokens] block of uniforms, in the
 prompt-major (prompt, sample) order, from its own torch.Generator seeded from the seed; a
-sample's t-th token is the inverse CDF of the processed distribution (candidates by
-descending probability) at its u[sample, t]. So the same seed gives the same samples
+sample's t-th token is the inverse CDF of the processed distribution at its u[sample, t]
+(candidates by descending probability under top-k / top-p, else the whole vocabulary in
+index order: no sort, `decode.pick`). So the same seed gives the same samples
 whatever ran before, a sample's draws depend neither on the batch size nor on when the
 other rows finish, and the caller's RNG state is left untouched. vLLM seeds every prompt
 from (seed, prompt index); vLLM gives each of the n children its own seed.

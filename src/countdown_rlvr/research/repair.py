@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..io import atomic_path
+from ..metrics import none_if_missing
 from ..sampling import generate
 from ..stats import mcnemar
 from ..task import feedback, solve_prompt, verify
@@ -103,7 +104,9 @@ def failed_attempts(records: pd.DataFrame) -> list[dict[str, Any]]:
             "attempt_id": f"{r.problem_id}/{int(r.sample)}", "problem_id": r.problem_id,
             "n_numbers": int(r.n_numbers), "numbers": [int(x) for x in r.numbers],
             "target": int(r.target), "sample": int(r.sample), "completion": r.completion,
-            "failure": r.failure, "expression": r.expression, "value": r.value,
+            # a failed sample may have no answer: None, whichever marker pandas read it as
+            "failure": r.failure, "expression": none_if_missing(r.expression),
+            "value": none_if_missing(r.value),
         })
     return rows
 
