@@ -36,7 +36,7 @@ threads, repeats = int(sys.argv[1]), int(sys.argv[2])
 if threads:
     torch.set_num_threads(threads)
 model, tok = load_model(str(build_tiny("student", tempfile.mkdtemp() + "/m", seed=0)))
-x = torch.randint(0, model.config.vocab_size, (32, 128), generator=torch.Generator().manual_seed(0))
+x = torch.randint(0, model.config.vocab_size, (32, 128), generator=torch.Generator().manual_seed(0)).to(model.device)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 prompts = [solve_prompt([3 + i % 7, 11 + i % 13, 5], 40 + i, "tiny") for i in range(16)]
 def train():

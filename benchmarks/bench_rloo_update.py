@@ -42,11 +42,11 @@ def rollouts(model, tok, n_prompts: int, group: int, max_new: int):
     samples = generate((model, tok), prompts, group, {"temperature": 0.7}, seed=0,
                        max_new_tokens=max_new, return_logprobs=True, batch_size=256,
                        progress=False)
-    return pack_rollouts(tok, prompts, samples, "cpu")
+    return pack_rollouts(tok, prompts, samples, model.device)  # on the model's device
 
 
 def update_seconds(model, ref, ro, cfg, size, repeats: int) -> float:
-    adv = torch.randn(ro.mask.shape[0], generator=torch.Generator().manual_seed(0))
+    adv = torch.randn(ro.mask.shape[0], generator=torch.Generator().manual_seed(0)).to(ro.mask.device)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
