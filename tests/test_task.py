@@ -1,10 +1,11 @@
 """The task core: verifier, solver, generator, rewards, prompts."""
 
+import operator
 import time
 from fractions import Fraction
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from countdown_rlvr.task import (
@@ -20,6 +21,7 @@ from countdown_rlvr.task import (
     step_trace,
     verify,
 )
+from countdown_rlvr.task.arith import OPS, apply_op
 from countdown_rlvr.task.verify import count_arithmetic_errors, extract_answer
 
 NUMS, TARGET = [44, 19, 35], 98
@@ -146,6 +148,38 @@ def test_verify_never_raises_and_is_consistent(text, numbers, target):
 def test_verify_never_raises_on_any_unicode(text):
     verify(text, NUMS, TARGET)
     verify(f"<answer>{text}</answer>", NUMS, TARGET)
+
+
+# --- arithmetic: the one `a op b` of the solver, verifier, interventions and corpus -----
+
+exact_values = st.one_of(st.integers(-10**6, 10**6), st.fractions(max_denominator=1000),
+                         st.sampled_from([0, Fraction(0)]))  # zero divisors, often
+FRACTION_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+
+
+@given(exact_values, st.sampled_from(OPS), exact_values)
+@example(7, "/", 0)
+@example(Fraction(7, 2), "/", Fraction(0))
+@example(0, "/", 0)
+@example(6, "/", -3)
+@example(-7, "/", 2)
+@example(Fraction(6), "/", 3)
+@example(5, "-", 8)
+def test_apply_op_is_exact_fraction_arithmetic(a, op, b):
+    got = apply_op(a, op, b)
+    if op == "/" and b == 0:
+        assert got is None
+        return
+    want = FRACTION_OPS[op](Fraction(a), Fraction(b))  # operand order matters for - and /
+    assert got == want
+    # ints stay ints while the result is whole (the verifier's fast path); else a Fraction
+    whole_ints = type(a) is int and type(b) is int and want.denominator == 1
+    assert type(got) is (int if whole_ints else Fraction)
+
+
+def test_apply_op_rejects_unknown_operators():
+    with pytest.raises(ValueError, match="unknown operator"):
+        apply_op(2, "^", 3)
 
 
 # --- solver ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import torch
 from .config import from_section
 from .io import atomic_path, load_params
 from .replicates import for_replicate, parse_replicate
+from .task.arith import apply_op
 
 if TYPE_CHECKING:  # annotations only; the functions import transformers when called
     from transformers import PreTrainedTokenizerFast, Qwen2Config
@@ -341,16 +342,13 @@ _OPS = "+-*/"
 
 
 def _apply(a: int, op: str, b: int) -> int | None:
-    """Integer, non-negative, moderately sized results only: the steps a base model has seen."""
-    if op == "+":
-        c = a + b
-    elif op == "-":
-        c = a - b
-    elif op == "*":
-        c = a * b
-    else:
-        c = a // b if b not in (0, 1) and a % b == 0 else None
-    return c if c is not None and 0 <= c <= 1000 else None
+    """Integer, non-negative, moderately sized results only: the steps a base model has seen.
+
+    No division by 0 or 1, and none that is inexact (apply_op's Fraction)."""
+    if op == "/" and b == 1:
+        return None
+    c = apply_op(a, op, b)
+    return c if c.__class__ is int and 0 <= c <= 1000 else None
 
 
 def _random_expression(rng: random.Random, n_operands: int) -> tuple[str, list[str], int]:

@@ -52,6 +52,7 @@ from ..model import policy_ref
 from ..sampling import generate
 from ..stats import mcnemar
 from ..task import solve, solve_prompt, verify
+from ..task.arith import OPS, apply_op  # Fractions in, a Fraction (or None: ÷0) out
 from ..task.solve import fmt
 from ..task.verify import _CLAIM  # the verifier's "a op b = c" claim pattern, reused as is
 from ..traces import solver_traces
@@ -60,7 +61,6 @@ from ..train.runtime import fit_and_save, frozen_copy, init_policy
 from ..train.sft import train_sft
 from . import untrained
 
-OPS = ("+", "-", "*", "/")
 # Where an attempt's steps begin: after "<think>" or after a "backtrack" (search style),
 # skipping the "try " that opens an attempt in the solver's search traces.
 _ATTEMPT = re.compile(r"(?:<think>|backtrack\.?)[ \t]*(?:try[ \t]+)?")
@@ -86,16 +86,6 @@ class Intervention:
     prefix: str  # completion text before the intervention
     step: str  # the oracle's replacement step, "a op b = c"
     pool: tuple[str, ...]  # the numbers remaining before the step
-
-
-def apply_op(a: Fraction, op: str, b: Fraction) -> Fraction | None:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    return a / b if b else None
 
 
 def reachable(pool: Sequence[Fraction], target: int) -> bool:

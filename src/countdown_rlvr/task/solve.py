@@ -14,9 +14,11 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 
+from .arith import apply_op
 from .verify import PREC, ParseError, evaluate, parse
 
 Expr = tuple[str, int]  # (text, precedence): 3 atom, 2 for * /, 1 for + -
+Value = int | Fraction  # exact: ints until a division is inexact (see arith.apply_op)
 
 
 def _join(a: Expr, op: str, b: Expr) -> Expr:
@@ -26,17 +28,32 @@ def _join(a: Expr, op: str, b: Expr) -> Expr:
     return f"{left} {op} {right}", prec
 
 
-def _combine(va: Fraction, vb: Fraction, ea: Expr, eb: Expr):
-    """Yield (value, expr) for every operator and operand order."""
+# Every operator and operand order over a pair (swap: the second operand first); `+` and
+# `*` once, their operands are put in a canonical order instead.
+_STEPS = (("+", False), ("*", False), ("-", False), ("-", True), ("/", False), ("/", True))
+
+
+def _values(va: Value, vb: Value) -> list[tuple[Value, str, bool]]:
+    """(value, op, swap) for every operator and operand order; divisions by zero left out.
+
+    The values depend on the pair of values only: computed once, then shared by every
+    pair of expressions that reach them."""
+    out = []
+    for op, swap in _STEPS:
+        v = apply_op(vb, op, va) if swap else apply_op(va, op, vb)
+        if v is not None:
+            out.append((v, op, swap))
+    return out
+
+
+def _combine(values: list[tuple[Value, str, bool]], ea: Expr, eb: Expr):
+    """Yield (value, expr) for each of `values` (from `_values`) over expressions ea, eb."""
     lo, hi = (ea, eb) if ea[0] <= eb[0] else (eb, ea)  # canonical order for + and *
-    yield va + vb, _join(lo, "+", hi)
-    yield va * vb, _join(lo, "*", hi)
-    yield va - vb, _join(ea, "-", eb)
-    yield vb - va, _join(eb, "-", ea)
-    if vb:
-        yield va / vb, _join(ea, "/", eb)
-    if va:
-        yield vb / va, _join(eb, "/", ea)
+    for v, op, swap in values:
+        if op == "+" or op == "*":
+            yield v, _join(lo, op, hi)
+        else:
+            yield v, (_join(eb, op, ea) if swap else _join(ea, op, eb))
 
 
 def _splits(mask: int):
@@ -49,46 +66,48 @@ def _splits(mask: int):
         sub = (sub - 1) & mask
 
 
-def _tables(numbers: tuple[int, ...]) -> dict[int, dict[Fraction, set[Expr]]]:
+def _tables(numbers: tuple[int | Fraction, ...]) -> dict[int, dict[Value, set[Expr]]]:
     """Reachable values and their expressions for every proper subset of the numbers."""
     n = len(numbers)
     full = (1 << n) - 1
-    table: dict[int, dict[Fraction, set[Expr]]] = {}
+    table: dict[int, dict[Value, set[Expr]]] = {}
     for i, x in enumerate(numbers):
-        table[1 << i] = {Fraction(x): {(str(x), 3)}}
+        table[1 << i] = {x: {(str(x), 3)}}
     for mask in sorted(range(1, full), key=int.bit_count):
         if mask.bit_count() < 2:
             continue
-        out: dict[Fraction, set[Expr]] = {}
+        out: dict[Value, set[Expr]] = {}
         for a, b in _splits(mask):
             for va, ea_set in table[a].items():
                 for vb, eb_set in table[b].items():
+                    values = _values(va, vb)
                     for ea in ea_set:
                         for eb in eb_set:
-                            for v, e in _combine(va, vb, ea, eb):
+                            for v, e in _combine(values, ea, eb):
                                 out.setdefault(v, set()).add(e)
         table[mask] = out
     return table
 
 
 @lru_cache(maxsize=4096)
-def _solve(numbers: tuple[int, ...], target: Fraction) -> tuple[str, ...]:
+def _solve(numbers: tuple[int | Fraction, ...], target: Fraction) -> tuple[str, ...]:
     if len(numbers) == 1:
         return (str(numbers[0]),) if numbers[0] == target else ()
     table = _tables(numbers)
+    if target.denominator == 1:
+        target = target.numerator  # int == int is much cheaper than int == Fraction
     full = (1 << len(numbers)) - 1
     found: set[str] = set()
     for a, b in _splits(full):
         for va, ea_set in table[a].items():
             for vb, eb_set in table[b].items():
                 # cheap value test first: build strings only for hits
-                if not (va + vb == target or va * vb == target or va - vb == target
-                        or vb - va == target or (vb and va / vb == target)
-                        or (va and vb / va == target)):
+                hits = [s for s in _values(va, vb) if s[0] == target]
+                if not hits:
                     continue
                 for ea in ea_set:
                     for eb in eb_set:
-                        found.update(e[0] for v, e in _combine(va, vb, ea, eb) if v == target)
+                        found.update(e[0] for _, e in _combine(hits, ea, eb))
     return tuple(sorted(found, key=lambda s: (len(s), s)))
 
 

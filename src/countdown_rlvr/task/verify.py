@@ -19,6 +19,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
+from .arith import apply_op
+
 FAILURES = (
     "FORMAT_MISSING",  # no <answer>...</answer> pair
     "PARSE_FAIL",  # the answer is not a legal expression
@@ -31,7 +33,6 @@ FAILURES = (
 
 OPEN, CLOSE = "<answer>", "</answer>"
 PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
-APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 MAX_LITERAL_DIGITS = 12  # longer literals can't be pool numbers; never convert them
 MAX_CACHED_SHAPE = 256  # characters; longer shapes are parsed but not cached
 MAX_CACHED_BYTES = 4096  # and bytes per key: the cache stays under 16,384 x 4 KB = 64 MB
@@ -174,7 +175,7 @@ def _split(expression: str) -> tuple[tuple[str, ...], list[str], list[int | str]
 def evaluate(rpn: list[int | str], values: list[int], steps: list | None = None) -> Fraction | int:
     """Exact value of an RPN over literal `values` (ZeroDivisionError on ÷0).
 
-    Integers stay Python ints until a division is inexact (much faster than Fraction);
+    Integers stay Python ints until a division is inexact (see `arith.apply_op`);
     `steps`, when given, receives every (a, op, b, result).
     """
     st: list = []
@@ -184,13 +185,9 @@ def evaluate(rpn: list[int | str], values: list[int], steps: list | None = None)
             continue
         b = st.pop()
         a = st.pop()
-        if tok == "/":
-            if a.__class__ is int and b.__class__ is int and b and not a % b:
-                c = a // b
-            else:
-                c = Fraction(a) / b  # raises ZeroDivisionError for b == 0
-        else:
-            c = APPLY[tok](a, b)
+        c = apply_op(a, tok, b)
+        if c is None:
+            raise ZeroDivisionError("division by zero")
         if steps is not None:
             steps.append((a, tok, b, c))
         st.append(c)
@@ -242,9 +239,11 @@ def count_arithmetic_errors(text: str) -> int:
     for a, op, b, c in _CLAIM.findall(text):
         try:
             x, y, claimed = Fraction(a), Fraction(b), Fraction(c)
-            ok = (x / y if op == "/" else APPLY["*" if op in "×x" else op](x, y)) == claimed
-        except ZeroDivisionError:
+        except ZeroDivisionError:  # "1/0" written as an operand or a result
             ok = False
+        else:
+            true = apply_op(x, "*" if op in "×x" else op, y)  # None: a division by zero
+            ok = true is not None and true == claimed
         errors += not ok
     return errors
 
