@@ -494,3 +494,19 @@ def test_interventions_table_and_claim_read_both_halves(complete):
              - metrics(f"int/{t}.json")["heldout_pass_at_k"]["plain_rl"]["pass@k"]
              for t in ("r0", "r1", "r2")]
     assert f"{np.mean(diffs):+.3f}" in claim[2] and "r2 " in claim[3]
+
+
+def test_one_formatter_for_intervals_p_values_and_tables():
+    """compare.fmt_ci / fmt_p / md_table: what compare.md, report.md, the claims and
+    `countdown-rlvr diff` write, each site's digits, sign and missing mark by parameters."""
+    from countdown_rlvr.compare import fmt_ci, fmt_p, md_table
+
+    assert fmt_ci(0.25, 0.1, 0.4) == "0.250 [0.100, 0.400]"
+    assert fmt_ci(0.02, -0.01, 0.05, "+.3f") == "+0.020 [-0.010, +0.050]"
+    assert fmt_ci(0.02, None, None, "+.3f") == "+0.020"  # one draw: no interval
+    assert fmt_ci(0.02, None, None, "+.3f", " (one replicate)") == "+0.020 (one replicate)"
+    assert fmt_ci(None, -0.01, 0.05, "+.3f") == "[-0.010, +0.050]"  # the diff's CI column
+    assert [fmt_p(0.012345), fmt_p(0.012345, 2), fmt_p(None), fmt_p(None, 2, "-")] == [
+        "0.0123", "0.012", "–", "-"]
+    assert md_table(["a", "b"], [["1", "2"]]) == ["| a | b |", "| --- | --- |", "| 1 | 2 |"]
+    assert md_table(["a", "b"], [], tight_rule=True) == ["| a | b |", "|---|---|"]

@@ -326,15 +326,13 @@ def multiplicity(report: dict) -> str:
             f"{alpha:g}); the verdict uses adj. p")
 
 
-def _p(p: float | None) -> str:
-    return "-" if p is None else f"{p:.2g}"
-
-
 def _cells(r: dict) -> list[str]:
-    ci = "-" if r["ci_low"] is None else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+    from .compare import fmt_ci, fmt_p  # pandas and the stats: only when a table is printed
+
+    ci = "-" if r["ci_low"] is None else fmt_ci(None, r["ci_low"], r["ci_high"], "+.3f")
     return [r["policy"], r["metric"], f"{r['mean_a']:.3f}", f"{r['mean_b']:.3f}",
-            f"{r['n_a']}/{r['n_b']}", f"{r['diff']:+.3f}", ci, _p(r["p"]), _p(r["p_adj"]),
-            r["verdict"]]
+            f"{r['n_a']}/{r['n_b']}", f"{r['diff']:+.3f}", ci, fmt_p(r["p"], 2, "-"),
+            fmt_p(r["p_adj"], 2, "-"), r["verdict"]]
 
 
 def _short(label: str, width: int = len(WORKSPACE)) -> str:
@@ -377,8 +375,10 @@ def render(report: dict, fmt: str = "text") -> str:
     if fmt == "md":
         lines = [_md(header[0]), "", _md(header[1])]  # a blank line: two paragraphs
         lines += [f"\n> **{_md(w)}**" for w in report["warnings"]] + [""]
-        md = ["| " + " | ".join(_md(c) for c in row) + " |" for row in table]
-        lines += [md[0], "|" + "---|" * len(head), *md[1:]]
+        from .compare import md_table  # pandas and the stats: only when a table is printed
+
+        md = [[_md(c) for c in row] for row in table]
+        lines += md_table(md[0], md[1:], tight_rule=True)
     else:
         lines = [ln for h in header + report["warnings"]
                  for ln in textwrap.wrap(h, WIDTH, subsequent_indent="  ",

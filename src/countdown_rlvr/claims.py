@@ -46,6 +46,7 @@ import numpy as np
 from scipy.stats import binomtest
 
 from . import checks
+from .compare import fmt_ci, fmt_p
 from .results import Inputs, get
 from .stats import (
     MAX_REPLICATES,
@@ -85,7 +86,7 @@ class Part:
         state = ("one replicate" if p is None else self.says[2] if p >= ALPHA
                  else self.says[0] if self.right_way else self.says[1])
         return (f"{self.isolates}: {self.label} {self.test.mean:+.3f}"
-                + ("" if p is None else f", p {p:.2g}") + f", {state}")
+                + ("" if p is None else f", p {fmt_p(p, 2)}") + f", {state}")
 
 
 @dataclass(frozen=True)
@@ -232,9 +233,7 @@ def _more_seeds(seeds: Sequence[int], n: int) -> list[int]:
 
 
 def _ci(res) -> str:
-    if res.ci_low is None:
-        return f"{res.mean:+.3f} (one replicate)"
-    return f"{res.mean:+.3f} [{res.ci_low:+.3f}, {res.ci_high:+.3f}]"
+    return fmt_ci(res.mean, res.ci_low, res.ci_high, "+.3f", " (one replicate)")
 
 
 def _floor_words(res: FlooredTest) -> str:
@@ -352,7 +351,7 @@ def zero_informative(inp: Inputs) -> Claim:
                 f"({1 - np.mean(passk):.1%}), a property of this model" if None not in passk
                 else "")
              + f"; vs the seed's 59.2% (context, not the verdict): {ref['diff']:+.3f} ± "
-               f"{1.96 * ref['se']:.3f}, p {ref['pvalue']:.2g}")
+               f"{1.96 * ref['se']:.3f}, p {fmt_p(ref['pvalue'], 2)}")
     c.per_replicate = ", ".join(
         f"{t} {m['zero_informative']:.1%} "
         + _one_draw(m["zero_informative"] - SHARE,

@@ -10,6 +10,9 @@ report import it without loading a model).
                                             pooled over replicates (replicate-unit t-test and
                                             t interval of the per-replicate effects)
     compare_markdown(report) / replicates_markdown(report) -> reports/compare.md
+    fmt_ci, fmt_p, md_table               -> the one way every table (compare.md, report.md,
+                                            the claims, `countdown-rlvr diff`) writes an
+                                            estimate with its interval, a p-value, a table
 """
 
 from __future__ import annotations
@@ -30,6 +33,37 @@ from .stats import (
 )
 
 SHARED = "shared"  # the run tag of a policy trained once (base, teacher)
+NA = "–"  # a missing value in a table
+
+
+# --------------------------------------------------------------------------- formatting
+# Here, not in stats.py: the stages that only compute with stats.py (traces, repair, int,
+# distill) must not re-run when a table's format changes; compare and report render tables.
+
+def fmt_ci(mean: float | None, lo: float | None, hi: float | None, spec: str = ".3f",
+           alone: str = "") -> str:
+    """`mean [lo, hi]`, each number in format `spec` (".3f"; "+.3f" for a signed difference).
+    No interval (lo None): the mean, then `alone` (e.g. " (one replicate)"); no mean (None):
+    the interval alone."""
+    if lo is None:
+        return f"{mean:{spec}}{alone}"
+    interval = f"[{lo:{spec}}, {hi:{spec}}]"
+    return interval if mean is None else f"{mean:{spec}} {interval}"
+
+
+def fmt_p(p: float | None, digits: int = 3, na: str = NA) -> str:
+    """A p-value to `digits` significant digits; `na` when there is none."""
+    return na if p is None else f"{p:.{digits}g}"
+
+
+def md_table(header: Sequence[str], rows: Iterable[Sequence[str]],
+             tight_rule: bool = False) -> list[str]:
+    """A markdown table's lines: `| a | b |`, the rule under it (`| --- | --- |`; tight_rule:
+    `|---|---|`), one line per row."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cells) + " |"
+    rule = "|" + "---|" * len(header) if tight_rule else line(["---"] * len(header))
+    return [line(header), rule, *map(line, rows)]
 
 
 def _per_problem_counts(records: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -154,15 +188,14 @@ def compare_markdown(report: dict[str, Any]) -> str:
     s = report["settings"]
     ci = f"{100 * (1 - s['alpha']):g}%"
     test = "exact binomial" if s["exact"] else "chi-square, continuity-corrected"
+    rows = [[name, split, *(fmt_ci(v["value"], v["ci_low"], v["ci_high"])
+                            if (v := vals.get(f"pass@{k}")) else "-" for k in s["ks"])]
+            for name, per_split in report["policies"].items()
+            for split, vals in per_split.items()]
     lines = ["# Policy comparison", "",
              f"pass@k with {ci} bootstrap intervals over problems ({s['n_boot']} resamples).", "",
-             "| policy | split | " + " | ".join(f"pass@{k}" for k in s["ks"]) + " |",
-             "|---|---|" + "---|" * len(s["ks"])]
-    for name, per_split in report["policies"].items():
-        for split, vals in per_split.items():
-            cells = [f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
-                     if (v := vals.get(f"pass@{k}")) else "-" for k in s["ks"]]
-            lines.append(f"| {name} | {split} | " + " | ".join(cells) + " |")
+             *md_table(["policy", "split", *(f"pass@{k}" for k in s["ks"])], rows,
+                       tight_rule=True)]
     lines += ["", (f"Paired per problem, on the same problems. The headline test uses every "
               "sample: pass@k a / b are unbiased pass@k estimated from all samples of every "
               f"seed, pass@k diff their difference with its paired {ci} bootstrap interval "
@@ -174,21 +207,19 @@ def compare_markdown(report: dict[str, Any]) -> str:
     if not report["pairs"]:
         lines.append("No pairs configured (`compare.pairs` in params.yaml).")
     else:
-        lines += [("| a | b | split | k | pass@k a | pass@k b | pass@k diff [CI] | p (all samples) "
-                   "| solved a | solved b | solve diff [CI] | a-only | b-only | McNemar p "
-                   "(S0's test) |"),
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for a, b in s["pairs"]:
-            for split, per_k in report["pairs"].get(pair_key(a, b), {}).items():
-                for k, r in per_k.items():
-                    lines.append(
-                        f"| {a} | {b} | {split} | {k[1:]} | {_num(r.get('pass_a'))} | "
-                        f"{_num(r.get('pass_b'))} | {r['pass_diff']:+.3f} "
-                        f"[{r['pass_diff_ci_low']:+.3f}, {r['pass_diff_ci_high']:+.3f}] | "
-                        f"{_pval(r.get('pass_diff_pvalue'))} | {r['solved_a']:.3f} | "
-                        f"{r['solved_b']:.3f} | {r['diff']:+.3f} [{r['diff_ci_low']:+.3f}, "
-                        f"{r['diff_ci_high']:+.3f}] | {r['a_only']} | {r['b_only']} | "
-                        f"{r['pvalue']:.3g} |")
+        header = ["a", "b", "split", "k", "pass@k a", "pass@k b", "pass@k diff [CI]",
+                  "p (all samples)", "solved a", "solved b", "solve diff [CI]", "a-only",
+                  "b-only", "McNemar p (S0's test)"]
+        rows = [[a, b, split, k[1:], _num(r.get("pass_a")), _num(r.get("pass_b")),
+                 fmt_ci(r["pass_diff"], r["pass_diff_ci_low"], r["pass_diff_ci_high"], "+.3f"),
+                 fmt_p(r.get("pass_diff_pvalue")), f"{r['solved_a']:.3f}",
+                 f"{r['solved_b']:.3f}",
+                 fmt_ci(r["diff"], r["diff_ci_low"], r["diff_ci_high"], "+.3f"),
+                 str(r["a_only"]), str(r["b_only"]), fmt_p(r["pvalue"])]
+                for a, b in s["pairs"]
+                for split, per_k in report["pairs"].get(pair_key(a, b), {}).items()
+                for k, r in per_k.items()]
+        lines += md_table(header, rows, tight_rule=True)
     skipped = report.get("skipped") or {}
     if skipped:
         lines += ["", "Not compared:", ""]
@@ -197,11 +228,7 @@ def compare_markdown(report: dict[str, Any]) -> str:
 
 
 def _num(x) -> str:
-    return "–" if x is None else f"{x:.3f}"
-
-
-def _pval(x) -> str:
-    return "–" if x is None else f"{x:.3g}"
+    return NA if x is None else f"{x:.3f}"
 
 
 # --------------------------------------------------------------------------- replicates
@@ -307,6 +334,16 @@ def replicates_markdown(report: dict[str, Any]) -> str:
     s = report["settings"]
     ci = f"{100 * (1 - s['alpha']):g}%"
     tags = s["replicates"]
+    rows = []
+    for a, b in s["pairs"]:
+        for split, per_k in report["pairs"].get(pair_key(a, b), {}).items():
+            for k in sorted(per_k, key=lambda x: int(x[1:])):
+                row = per_k[k]
+                pooled = row["pooled"]
+                cells = [f"{r['pass_diff']:+.3f} ({fmt_p(r['pass_diff_pvalue'])})"
+                         if (r := row["per_replicate"].get(t)) else NA for t in tags]
+                rows.append([a, b, split, k[1:], _diff_ci(pooled), fmt_p(pooled["pvalue"]),
+                             *cells])
     lines = ["# Policy comparison", "",
              (f"Replicates: {', '.join(tags)}. Each replicate is one training draw of every "
               "replicated policy (shared policies: one draw, the same in every replicate). "
@@ -315,18 +352,8 @@ def replicates_markdown(report: dict[str, Any]) -> str:
               "test whose unit is the training draw. Per replicate: the paired difference "
               "from all samples over problems, with its bootstrap interval and sign-flip "
               "permutation p (one draw: it leaves out the training variance)."), "",
-             "| a | b | split | k | pooled diff [CI] | pooled p | " +
-             " | ".join(f"{t}: diff (p)" for t in tags) + " |",
-             "|---|---|---|---|---|---|" + "---|" * len(tags)]
-    for a, b in s["pairs"]:
-        for split, per_k in report["pairs"].get(pair_key(a, b), {}).items():
-            for k in sorted(per_k, key=lambda x: int(x[1:])):
-                row = per_k[k]
-                pooled = row["pooled"]
-                cells = [f"{r['pass_diff']:+.3f} ({_pval(r['pass_diff_pvalue'])})"
-                         if (r := row["per_replicate"].get(t)) else "–" for t in tags]
-                lines.append(f"| {a} | {b} | {split} | {k[1:]} | {_diff_ci(pooled)} | "
-                             f"{_pval(pooled['pvalue'])} | " + " | ".join(cells) + " |")
+             *md_table(["a", "b", "split", "k", "pooled diff [CI]", "pooled p",
+                        *(f"{t}: diff (p)" for t in tags)], rows, tight_rule=True)]
     for key, why in (report.get("skipped") or {}).items():
         lines.append(f"\n- `{key}`: {why}")
     for tag, rep in report["replicates"].items():
@@ -336,6 +363,5 @@ def replicates_markdown(report: dict[str, Any]) -> str:
 
 
 def _diff_ci(pooled: dict) -> str:
-    if pooled.get("ci_low") is None:
-        return f"{pooled['mean']:+.3f} (one replicate)"
-    return f"{pooled['mean']:+.3f} [{pooled['ci_low']:+.3f}, {pooled['ci_high']:+.3f}]"
+    return fmt_ci(pooled["mean"], pooled.get("ci_low"), pooled.get("ci_high"), "+.3f",
+                  " (one replicate)")

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .compare import compare_markdown, fmt_ci, fmt_p, md_table, pair_key
 from .figures import FIGURES, pass_ks, write_figures
 from .io import write_text
 from .research import INT_POLICIES  # int.json pass_at_k rows
@@ -36,9 +37,7 @@ from .results import (
     report_policies,
 )
 from .results import fmt as _f
-from .results import fmt_p as _p
 from .results import get as _get
-from .results import table as _table
 from .task.prompts import NO_FEEDBACK, REPAIR_LABELS, RESAMPLE
 
 __all__ = ["IPO_SOURCES", "MissingInputs", "render_report", "report_policies"]
@@ -109,14 +108,12 @@ def _ci(ctx: Context, policy: str, k: int, split: str = "test") -> str:
     v = _get(ctx.data.get("compare.json"), "policies", policy, split, f"pass@{k}")
     if v is None:
         return _f(ctx.ev(policy, split, f"pass@{k}"))
-    return f"{v['value']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
+    return fmt_ci(v["value"], v["ci_low"], v["ci_high"])
 
 
 def _vs_ref(ctx: Context, policy: str, k: int, split: str = "test") -> tuple[dict | None, int]:
     """The compare.json result of policy vs the reference (either pair order) and the
     sign that makes its differences read policy - reference."""
-    from .compare import pair_key
-
     pairs = _get(ctx.data.get("compare.json"), "pairs", default={})
     for (a, b), sign in (((policy, ctx.ref), 1), ((ctx.ref, policy), -1)):
         r = _get(pairs, pair_key(a, b), split, f"k{k}")
@@ -131,7 +128,7 @@ def _pvalue(ctx: Context, policy: str, k: int, split: str = "test") -> str:
     if policy == ctx.ref:
         return "ref."
     r, _ = _vs_ref(ctx, policy, k, split)
-    return NA if r is None else _p(r.get("pass_diff_pvalue"))
+    return NA if r is None else fmt_p(r.get("pass_diff_pvalue"))
 
 
 def _mcnemar(ctx: Context, policy: str, k: int, split: str = "test") -> str:
@@ -139,7 +136,7 @@ def _mcnemar(ctx: Context, policy: str, k: int, split: str = "test") -> str:
     if policy == ctx.ref:
         return "ref."
     r, _ = _vs_ref(ctx, policy, k, split)
-    return NA if r is None else _p(r["pvalue"])
+    return NA if r is None else fmt_p(r["pvalue"])
 
 
 def _pass_diff(ctx: Context, policy: str, k: int, split: str = "test") -> str:
@@ -150,7 +147,7 @@ def _pass_diff(ctx: Context, policy: str, k: int, split: str = "test") -> str:
     if r is None or "pass_diff" not in r:
         return NA
     lo, hi = sorted((sign * r["pass_diff_ci_low"], sign * r["pass_diff_ci_high"]))
-    return f"{sign * r['pass_diff']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    return fmt_ci(sign * r["pass_diff"], lo, hi, "+.3f")
 
 
 # --------------------------------------------------------------------------- sections
@@ -185,11 +182,7 @@ def _pooled(ctx: Context, policy: str, k: int, split: str = "test") -> dict | No
 def _mean_ci(v: dict | None, spec: str = ".3f") -> str:
     """A mean over replicates with its t interval (one draw: the bare value); spec "+.3f"
     for a signed difference."""
-    if v is None:
-        return NA
-    if v.get("ci_low") is None:
-        return f"{v['mean']:{spec}}"
-    return f"{v['mean']:{spec}} [{v['ci_low']:{spec}}, {v['ci_high']:{spec}}]"
+    return NA if v is None else fmt_ci(v["mean"], v.get("ci_low"), v.get("ci_high"), spec)
 
 
 def _diff_ci(d: dict | None) -> str:
@@ -198,8 +191,6 @@ def _diff_ci(d: dict | None) -> str:
 
 def _pooled_vs_ref(ctx: Context, policy: str, k: int) -> dict | None:
     """compare.json's pooled effect of policy - reference at k (either pair order)."""
-    from .compare import pair_key
-
     for (a, b), sign in (((policy, ctx.ref), 1), ((ctx.ref, policy), -1)):
         r = _get(ctx.inp.compare, "pairs", pair_key(a, b), "test", f"k{k}", "pooled")
         if r is not None:
@@ -230,8 +221,8 @@ def policies_table(ctx: Context) -> list[str]:
                      _mean_ci(one), _mean_ci(_pooled(ctx, p, kx)), per,
                      _mean_ci(_pooled(ctx, p, kx, "ood")),
                      "ref." if p == ref else _diff_ci(d1),
-                     "ref." if p == ref else _p(None if d1 is None else d1["pvalue"]),
-                     "ref." if p == ref else _p(None if dx is None else dx["pvalue"])])
+                     "ref." if p == ref else fmt_p(None if d1 is None else d1["pvalue"]),
+                     "ref." if p == ref else fmt_p(None if dx is None else dx["pvalue"])])
     return ["## Policies (S4 Table 1)", "",
             ("Unbiased pass@k on the held-out 3-4-number test split and the OOD split "
              f"({_ood_operands(ctx)} numbers, targets from `problems.ood_target_range`, beyond "
@@ -242,7 +233,7 @@ def policies_table(ctx: Context) -> list[str]:
              "the training draw. A policy of `evaluate.first_replicate_only` has one replicate: "
              "no interval, no p. Per-replicate paired tests (permutation over problems, "
              "McNemar on sample 0): `reports/compare.md`."), "",
-            *_table(header, rows), *ctx.figure("pass_at_k"), *ctx.figure("splits")]
+            *md_table(header, rows), "", *ctx.figure("pass_at_k"), *ctx.figure("splits")]
 
 
 def _ood_operands(ctx: Context) -> str:
@@ -277,9 +268,9 @@ def best_of_n_tables(ctx: Context) -> list[str]:
          "realized = on the recorded sample order; avg n = expected samples drawn under "
          "early stopping; 4-num = pass@N on 4-number problems (NA where N is not in "
          "`evaluate.ks`)."), "",
-        *_table(["N", "acc", "realized acc", "4-num", "avg n", "realized avg n"], left),
+        *md_table(["N", "acc", "realized acc", "4-num", "avg n", "realized avg n"], left), "",
         f"Right: every policy at N = {top[1:]}.", "",
-        *_table(["policy", f"best-of-{top[1:]}", "realized", "4-num", "avg n"], right),
+        *md_table(["policy", f"best-of-{top[1:]}", "realized", "4-num", "avg n"], right), "",
         *ctx.figure("best_of_n")]
 
 
@@ -310,17 +301,17 @@ def ipo_table(ctx: Context) -> list[str]:
              for p in ("sft", "rloo")]
     return ["## IPO by preference-pair source (S1 Table 1)", "",
             ("IPO from the SFT policy, one run per pair source; pass@k on the test split, "
-             "avg = mean over k."), "", *_table(header, rows)]
+             "avg = mean over k."), "", *md_table(header, rows), ""]
 
 
 def training_tables(ctx: Context) -> list[str]:
     """The SFT summary, then the RL runs' per-step diagnostics, first → final."""
     sft = ctx.data.get("sft.json")
     lines = ["## Training", "", "### SFT", ""]
-    lines += ([ctx.not_run("sft.json"), ""] if sft is None else _table(
+    lines += ([ctx.not_run("sft.json"), ""] if sft is None else [*md_table(
         ["examples", "steps", "loss first → final", "token acc final", "val loss"],
         [[_f(sft.get("examples")), _f(sft.get("steps")), _arrow(sft, "loss", 4),
-          _f(sft.get("token_acc_final")), _f(sft.get("val_loss"), 4)]]))
+          _f(sft.get("token_acc_final")), _f(sft.get("val_loss"), 4)]]), ""])
     header = ["run", "reward", "steps", "reward mean", "pass rate", "zero-std groups",
               "KL", "entropy", "forward KL", "4-number tier unlocked at (per replicate)"]
     rows = []
@@ -338,7 +329,7 @@ def training_tables(ctx: Context) -> list[str]:
                      "The curriculum column is every replicate's step at which the 4-number "
                      "tier unlocked (never = it did not); `rloo_nocurr` trains on every tier "
                      "from step 0, so `rloo` vs `rloo_nocurr` is what the curriculum does."), "",
-                    *_table(header, rows), *ctx.figure("rl_curves")]
+                    *md_table(header, rows), "", *ctx.figure("rl_curves")]
 
 
 def _unlocks(ctx: Context, run: str) -> str:
@@ -364,7 +355,7 @@ def diagnose_table(ctx: Context) -> list[str]:
     return lines + [
         (f"The SFT policy, K = {k} samples per test prompt ({_f(m.get('n_problems'))} "
          "problems)."), "",
-        *_table(header, [[_f(m.get(key)) for key in keys]]), *ctx.figure("zero_signal")]
+        *md_table(header, [[_f(m.get(key)) for key in keys]]), "", *ctx.figure("zero_signal")]
 
 
 F0_LABEL = "F0 no feedback (not in S0)"  # the repair table's row of the bare repair prompt
@@ -374,7 +365,7 @@ def _mcnemar_cells(c: dict, key: str, is_reference: bool) -> list[str]:
     mc = c.get(key)
     if is_reference or not mc:
         return ["(reference)" if is_reference else NA, NA]
-    return [f"{mc['b']} / {mc['c']}", _p(mc["pvalue"])]
+    return [f"{mc['b']} / {mc['c']}", fmt_p(mc["pvalue"])]
 
 
 def _repair_row(cond: str, label: str, c: dict | None, ncols: int) -> list[str]:
@@ -404,7 +395,7 @@ def repair_table(ctx: Context) -> list[str]:
          "attempts (b = repaired by the condition only, c = by the reference only). F0, not in "
          "S0, is the repair prompt with the feedback slot empty: F_i vs F0 is what the "
          "feedback's content adds, F0 vs R-resample what the repair format does."), "",
-        *_table(header, rows), *ctx.figure("repair")]
+        *md_table(header, rows), "", *ctx.figure("repair")]
 
 
 DISTILL_COLS = ("pass@1", "pass@k", "avg_score", "all_fail", "zero_informative",
@@ -453,7 +444,7 @@ def distill_table(ctx: Context) -> list[str]:
              f"(avg. score), all-fail, zero-informative and contrast are rates over those "
              f"groups, so all-fail = 1 - pass@{k}. A condition without a successful repair "
              f"trains nothing (its policy is SFT unchanged) and is not evaluated: "
-             f"*{NOT_TRAINED}*."), "", *_table(header, rows)]
+             f"*{NOT_TRAINED}*."), "", *md_table(header, rows), ""]
 
 
 def failures_section(ctx: Context) -> list[str]:
@@ -471,7 +462,7 @@ def interventions_table(ctx: Context) -> list[str]:
 
     def cells(prefix: str, name: str) -> list[str]:
         return [_f(_get(m, f"{prefix}pass_at_k", name, "pass@k")),
-                NA if name == "int" else _p(_get(m, f"{prefix}mcnemar", f"int_vs_{name}", "pvalue"))]
+                NA if name == "int" else fmt_p(_get(m, f"{prefix}mcnemar", f"int_vs_{name}", "pvalue"))]
 
     rows = [[name, _f(_get(m, "pass_at_k", name, "pass@1")), *cells("", name),
              *cells("heldout_", name)] for name in INT_POLICIES]
@@ -491,16 +482,14 @@ def interventions_table(ctx: Context) -> list[str]:
          f"`plain_rl` is S3's control: the same RL, same problems and steps, from SFT without "
          f"the patch. pass@{k} with a fresh sampling seed; McNemar of `int` against each policy."
          + slip_text),
-        "", *_table(["policy", "pass@1 (trained-on)", f"pass@{k} (trained-on)", "p vs int",
-                     f"pass@{k} (held-out)", "p vs int (held-out)"], rows)]
+        "", *md_table(["policy", "pass@1 (trained-on)", f"pass@{k} (trained-on)", "p vs int",
+                       f"pass@{k} (held-out)", "p vs int (held-out)"], rows), ""]
 
 
 def significance_section(ctx: Context) -> list[str]:
     lines = ["## Significance (compare)", ""]
     if "compare.json" not in ctx.data:
         return lines + [ctx.not_run("compare.json"), ""]
-    from .compare import compare_markdown  # the compare stage's own tables
-
     report = _test_split_in_order(ctx.data["compare.json"], ctx.inp.policies)
     body = compare_markdown(report).splitlines()[1:]  # drop its title
     return lines + [(f"Replicate `{ctx.inp.first}`, the test split (pooled over replicates and "
@@ -519,7 +508,7 @@ def seed_claims_table(ctx: Context) -> list[str]:
     found = claims.evaluate(ctx.inp)
     seeds = [int(t[1:]) for t in ctx.inp.replicates if t[1:].isdigit()]
     rows = [[c.claim + (f" ({c.note})" if c.note else ""), c.seed, c.run, c.per_replicate,
-             c.check_cell(), c.test, c.rule, _p(c.pvalue), _p(c.adjusted),
+             c.check_cell(), c.test, c.rule, fmt_p(c.pvalue), fmt_p(c.adjusted),
              f"**{c.verdict()}**", c.needed(seeds)] for c in found]
     n, fam = len(ctx.inp.replicates), len(claims.family(found))
     return ["## Seed claims vs this run", "",
@@ -549,9 +538,9 @@ def seed_claims_table(ctx: Context) -> list[str]:
              f"SD it used, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's strictest step); "
              "adding seeds to `replicates.seeds` trains only the new replicates. The seeds "
              "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
-            *_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
-                     "arm check", "test", "rule", "p", "p (Holm)", "verdict",
-                     "replicates to decide"], rows)]
+            *md_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
+                       "arm check", "test", "rule", "p", "p (Holm)", "verdict",
+                       "replicates to decide"], rows), ""]
 
 
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
@@ -593,7 +582,7 @@ def _ood_caveat(ctx: Context) -> list[str]:
     p_min, pair = min(ps)
     return [(f"- **The OOD split** (3 numbers, targets beyond training's): the best policy's "
              f"OOD {key} is {best[0]:.3f} (`{best[1]}`, mean over replicates) and the smallest "
-             f"pooled OOD p is {p_min:.2g} (`{pair}`, before any correction for the "
+             f"pooled OOD p is {fmt_p(p_min, 2)} (`{pair}`, before any correction for the "
              f"{len(ps)} pairs), so at this model size the OOD column measures almost nothing; "
              "it stays in the policies table (not the DVC headline) for larger students.")]
 

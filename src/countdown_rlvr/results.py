@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .compare import NA  # the one "not available" cell of every table
 from .pairs import SOURCES as IPO_SOURCES  # the pair sources (ipo.sources)
 from .task.prompts import REPAIR_LABELS
 
@@ -35,7 +36,6 @@ CURVES = {"reward_mean": "reward mean", "zero_std_frac": "fraction of zero-std g
           "kl": "KL to reference (k3)", "entropy": "entropy"}
 REQUIRED_CURVES = ("reward_mean", "zero_std_frac", "entropy")  # kl only when rloo.kl_coef > 0
 SHARED = "shared"
-NA = "–"
 # read when present, never required: the shaped-reward RLOO arm (seed claims), the no-curriculum
 # arm, the teacher's strategies and the teacher's own training (design differences)
 EXTRA_INPUTS = ("rloo_shaped.json", "rloo_nocurr.json", "teacher_traces.json", "teacher.json",
@@ -171,10 +171,6 @@ def fmt(x, nd: int = 3) -> str:
     return str(x)
 
 
-def fmt_p(x) -> str:
-    return NA if x is None else f"{x:.3g}"
-
-
 def get(d: dict | None, *path, default=None):
     """d[path[0]][path[1]]..., `default` where any step is missing."""
     for key in path:
@@ -183,8 +179,3 @@ def get(d: dict | None, *path, default=None):
         d = d[key]
     return d
 
-
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def line(cells):
-        return "| " + " | ".join(cells) + " |"
-    return [line(header), line(["---"] * len(header)), *map(line, rows), ""]
