@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from countdown_rlvr.config import merged
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -24,13 +26,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def merge(base: dict, override: dict) -> dict:
     """Recursive dict merge; an override value of null deletes the key (so that the smoke
     params can drop e.g. a policy whose model the smoke-sized run cannot produce)."""
-    out = dict(base)
-    for k, v in override.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+    return merged(base, override, null_deletes=True)
 
 
 class Pipeline:

@@ -13,21 +13,16 @@ from conftest import ROOT, merge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from countdown_rlvr.config import at, has, leaves, merged
 from countdown_rlvr.io import StageError, atomic_path, clear_stale_tmp, load_params
 from countdown_rlvr.overrides import STOP_FLAG
 
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
 
 
-def put(base: dict, override: dict) -> dict:
-    """Like conftest.merge, but a null override value is written as null, not deleted."""
-    out = dict(base)
-    for k, v in override.items():
-        out[k] = put(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def load_with(tmp_path: Path, override: dict, combine=put):
+def load_with(tmp_path: Path, override: dict, combine=merged):
+    """params.yaml with `override` on top (`merged`: a null override value is written as null;
+    conftest.merge deletes the key)."""
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(combine(BASE, override)))
     return load_params(path)
@@ -344,6 +339,113 @@ def test_dvc_refuses_the_flag_a_failed_helper_prints(tmp_path):
     params.write_text((ROOT / "params.yaml").read_text())
     flag, value = STOP_FLAG.split()
     assert flag == "-S"
-    with pytest.raises(Exception, match="overrides_file_not_read"):
+    with pytest.raises(Exception, match="Invalid `--set-param` value") as refused:
         apply_overrides(str(params), [value])
+    assert "overrides_file_not_read" in str(refused.value.__cause__)  # what DVC prints after it
     assert params.read_text() == (ROOT / "params.yaml").read_text()
+
+
+# --------------------------------------------------------------------------- nested mappings
+# config's one walk of nested params (`leaves`, `at`, `has`, `merged`) against the copies it
+# replaced. Keys from a small alphabet, so that base and override share keys; none has a "."
+# (a dotted key is a path: a key holding "." could not be told from two keys).
+KEYS = st.text("ab", min_size=1, max_size=2)
+SCALARS = st.none() | st.booleans() | st.integers(-2, 2) | st.text("xy", max_size=1) | \
+    st.lists(st.integers(0, 2), max_size=2)
+TREES = st.dictionaries(KEYS, st.recursive(
+    SCALARS, lambda inner: st.dictionaries(KEYS, inner, max_size=3), max_leaves=10), max_size=4)
+PATHS = st.lists(KEYS, min_size=1, max_size=3).map(".".join)
+
+
+def old_merge(base: dict, override: dict) -> dict:
+    """tests/conftest.py's merge before config.merged(null_deletes=True) replaced it."""
+    out = dict(base)
+    for k, v in override.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = old_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
+                else v
+    return out
+
+
+def old_merged(base: dict, over: dict) -> dict:
+    """config.merged before it took null_deletes."""
+    return {**base, **{k: old_merged(base[k], v) if isinstance(v, dict)
+                       and isinstance(base.get(k), dict) else v for k, v in over.items()}}
+
+
+def old_stage_leaves(params: dict, key: str):
+    """stage_params.leaves before it used config.leaves: each key looked up again by path."""
+    value = at(params, key)
+    if isinstance(value, dict):
+        for k in value:
+            yield from old_stage_leaves(params, f"{key}.{k}")
+    else:
+        yield key
+
+
+def rebuilt(flat: dict) -> dict:
+    out: dict = {}
+    for dotted, value in flat.items():
+        *parents, last = dotted.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def pruned(tree: dict) -> dict:
+    """`tree` without its empty mappings (at any depth): they hold no leaf."""
+    out = {}
+    for k, v in tree.items():
+        if not isinstance(v, dict):
+            out[k] = v
+        elif p := pruned(v):
+            out[k] = p
+    return out
+
+
+@settings(deadline=None)
+@given(TREES)
+def test_the_leaves_of_a_mapping_rebuild_it(tree):
+    flat = leaves(tree)
+    assert rebuilt(flat) == pruned(tree)
+    assert repr(rebuilt(flat)) == repr(pruned(tree))  # key order too: depth first, as written
+    assert leaves(tree, "p.") == {f"p.{k}": v for k, v in flat.items()}
+
+
+@settings(deadline=None)
+@given(TREES, PATHS)
+def test_at_and_has_agree_with_the_leaves(tree, path):
+    flat = leaves(tree)
+    for dotted, value in flat.items():
+        assert at(tree, dotted) == value and has(tree, dotted)  # a null is there too
+    under = {k: v for k, v in flat.items() if k.startswith(path + ".")}
+    value = at(tree, path)
+    if path in flat:
+        assert value == flat[path] and has(tree, path)
+    elif under:  # a mapping on the way to some leaves
+        assert isinstance(value, dict) and has(tree, path) and leaves(value, path + ".") == under
+    else:  # missing, or a mapping without leaves
+        assert value is None or (isinstance(value, dict) and not leaves(value))
+        assert has(tree, path) == isinstance(value, dict)
+    from countdown_rlvr.stage_params import leaves as stage_leaves
+
+    assert list(stage_leaves(tree, path)) == list(old_stage_leaves(tree, path))
+
+
+@settings(deadline=None)
+@given(TREES, TREES)
+def test_merged_is_the_merges_it_replaced(base, over):
+    import copy
+
+    before = copy.deepcopy((base, over))
+    deleting, keeping = merged(base, over, null_deletes=True), merged(base, over)
+    assert repr(deleting) == repr(old_merge(base, over))  # values and key order
+    assert repr(keeping) == repr(old_merged(base, over))
+    assert (base, over) == before  # the inputs are left as they were
+    # an override's null: written as null, or the key gone
+    for k, v in over.items():
+        assert v is not None or (keeping[k] is None and k not in deleting)

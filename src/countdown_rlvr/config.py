@@ -203,6 +203,8 @@ def bad_values(params: dict[str, Any]) -> dict[str, str]:
     """{dotted key: its problem} for every value no rule allows and every key no rule knows."""
     out: dict[str, str] = {}
 
+    # not `leaves`: a mapping is one value where a rule takes it (repair_mix), a key no rule
+    # knows is reported once, not per leaf under it, and `CLOSED` applies per block
     def walk(section: str, path: str, block: dict[str, Any]) -> None:
         known = CLOSED.get(path)
         for key, value in block.items():
@@ -229,6 +231,55 @@ def bad_values(params: dict[str, Any]) -> dict[str, str]:
 
 def _unknown(_: Any) -> str:
     return "a known param"
+
+
+# --------------------------------------------------------------------------- nested mappings
+# params.yaml (and an overrides file) as a nested mapping, its keys dotted as `-S` and dvc.yaml
+# write them ("rloo.sampler.temperature"). The one walk of such trees: stage_params, overrides,
+# from_section and the tests use these. A key is a path part, so it holds no "." itself.
+def leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"section.key": value} for every non-mapping value, depth first in the file's order;
+    `prefix` goes before every key. A null is a value; an empty mapping has no leaves."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def at(tree: dict[str, Any], dotted: str) -> Any:
+    """The value at the dotted key; None where a part is missing or its parent no mapping."""
+    value: Any = tree
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def has(tree: dict[str, Any], dotted: str) -> bool:
+    """Whether the dotted key is present (a null value counts: it overrides)."""
+    *parents, last = dotted.split(".")
+    block = at(tree, ".".join(parents)) if parents else tree
+    return isinstance(block, dict) and last in block
+
+
+def merged(base: dict[str, Any], over: dict[str, Any], null_deletes: bool = False
+           ) -> dict[str, Any]:
+    """`base` with `over` on top; a key holding a mapping in both is merged recursively. New
+    keys follow `base`'s, in `over`'s order. A null in `over` is a value (an arm's `null`
+    overrides its base's value), or with null_deletes removes the key (the smoke params drop
+    e.g. a policy the smoke-sized run cannot produce; a null inside a mapping that `base`
+    lacks, or holds no mapping at, is kept as it is)."""
+    out = {**base}
+    for k, v in over.items():
+        if null_deletes and v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merged(out[k], v, null_deletes)
+        else:
+            out[k] = v
+    return out
 
 
 # --------------------------------------------------------------------------- sections
@@ -263,16 +314,8 @@ def build_section(cls, params: dict[str, Any], path: str, inherit: str | None = 
 
 
 def _block(params: dict[str, Any], path: str) -> dict[str, Any] | None:
-    block: Any = params
-    for part in path.split("."):
-        block = block.get(part) if isinstance(block, dict) else None
+    block = at(params, path)
     return block if isinstance(block, dict) else None
-
-
-def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`base` with `over` on top; a key holding a mapping in both is merged recursively."""
-    return {**base, **{k: merged(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict)
-                       else v for k, v in over.items()}}
 
 
 def _build(cls, block: dict[str, Any], path: str, construct: bool,

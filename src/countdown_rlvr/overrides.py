@@ -18,16 +18,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-
-def leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"section.key": value} for every non-dict value of a nested params mapping."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(leaves(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+from .config import leaves  # {"section.key": value} of a params mapping: one `-S` per leaf
 
 
 def set_flags(values: dict[str, Any]) -> list[str]:

@@ -84,34 +84,19 @@ def reads(stage: str, arm: str | None = None) -> list:
     return fn(arm or ARMS[stage][0]) if stage in ARMS else fn()
 
 
-def _at(params: dict, path: str) -> Any:
-    block: Any = params
-    for part in path.split("."):
-        block = block.get(part) if isinstance(block, dict) else None
-    return block
-
-
 def leaves(params: dict, key: str) -> Iterator[str]:
     """The dotted leaf keys under `key` (itself when it holds a value, not a mapping)."""
-    value = _at(params, key)
+    value = C.at(params, key)
     if isinstance(value, dict):
-        for k in value:
-            yield from leaves(params, f"{key}.{k}")
+        yield from C.leaves(value, f"{key}.")
     else:
         yield key
-
-
-def _has(params: dict, path: str) -> bool:
-    """Whether the dotted key is present (a null value counts: it overrides)."""
-    *parents, last = path.split(".")
-    block = _at(params, ".".join(parents)) if parents else params
-    return isinstance(block, dict) and last in block
 
 
 def _inherited(params: dict, path: str, inherit: str) -> Iterator[str]:
     """Leaf keys of `inherit` that `path` does not override (nested blocks key by key)."""
     for leaf in leaves(params, inherit):
-        if not _has(params, path + leaf[len(inherit):]):
+        if not C.has(params, path + leaf[len(inherit):]):
             yield leaf
 
 
@@ -209,16 +194,16 @@ def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
     """What `diagnose` and `compare` ask of `evaluate`'s samples."""
     ev = C.from_section(C.Evaluate, "check_params", params, "evaluate")
     out = []
-    k = _at(params, "diagnose.k")
+    k = C.at(params, "diagnose.k")
     if ok("diagnose") and (k not in ev.ks or k > ev.n):
         out.append(f"`diagnose.k` ({k}) must be one of `evaluate.ks` {ev.ks} and at most "
                    f"`evaluate.n` ({ev.n}): S0 Table 3 shows every policy at that K; change one")
     if not ok("compare"):
         return out
-    if over := [k for k in _at(params, "compare.ks") or [] if k > ev.n]:
+    if over := [k for k in C.at(params, "compare.ks") or [] if k > ev.n]:
         out.append(f"`compare.ks` has {over} > `evaluate.n` ({ev.n}): a pair is solved within k "
                    "of its n samples; remove them or raise evaluate.n")
-    for pair in _at(params, "compare.pairs") or []:
+    for pair in C.at(params, "compare.pairs") or []:
         if unknown := [x for x in pair if x not in ev.all()]:
             out.append(f"`compare.pairs` names {unknown}, not in `evaluate` {ev.all()}; add "
                        "them there or fix the pair")
@@ -227,7 +212,8 @@ def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
 
 def _ipo_relations(params: dict) -> list[str]:
     from .pairs import SOURCES  # pure Python: no model code
-    ipo = [*(_at(params, "ipo.sources") or []), *(_at(params, "ipo.first_replicate_sources") or [])]
+    ipo = [*(C.at(params, "ipo.sources") or []),
+           *(C.at(params, "ipo.first_replicate_sources") or [])]
     if unknown := [s for s in ipo if s not in SOURCES]:
         return [(f"unknown pair source(s) {unknown} in `ipo.sources` / "
                  f"`ipo.first_replicate_sources`; valid: {', '.join(SOURCES)}; remove or "
@@ -236,9 +222,9 @@ def _ipo_relations(params: dict) -> list[str]:
 
 
 def _distill_relations(params: dict) -> list[str]:
-    repair = _at(params, "repair.conditions") or []
-    distill = [*(_at(params, "distill.conditions") or []),
-               *(_at(params, "distill.first_replicate_conditions") or [])]
+    repair = C.at(params, "repair.conditions") or []
+    distill = [*(C.at(params, "distill.conditions") or []),
+               *(C.at(params, "distill.first_replicate_conditions") or [])]
     if missing := [c for c in distill if c not in repair]:
         return [(f"`distill` trains on the repairs of {missing}, which `repair.conditions` "
                  f"{repair} does not make; add them there")]
