@@ -111,14 +111,11 @@ class Row:
 
 # --------------------------------------------------------------------------- params
 def merge(base: dict, override: dict) -> dict:
-    """Recursive dict merge; an override value of null deletes the key (tests/conftest.py)."""
-    out = dict(base)
-    for k, v in override.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+    """params.yaml with a file of overrides, as the tests merge the smoke params (a null
+    deletes the key)."""
+    from countdown_rlvr.config import merged
+
+    return merged(base, override, null_deletes=True)
 
 
 def read_yaml(path: Path) -> dict:
