@@ -5,61 +5,19 @@ countdown_rlvr, lazy imports inside functions included) must be covered by the s
 `deps` (a file, or a directory holding it): otherwise a code change leaves a stale result
 that `dvc status` calls up to date. And the reverse: a `src/` dep the stage never imports
 re-runs it for nothing (e.g. training re-run by a change to the compare table's format).
+
+dvc.yaml is generated with these deps (countdown_rlvr.experiment, from the same import walk:
+countdown_rlvr.imports); this checks the committed file itself, whatever made it.
 """
 
-import ast
 from pathlib import Path
 
 import pytest
 import yaml
 
+from countdown_rlvr.imports import closure
+
 ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-PACKAGE = "countdown_rlvr"
-
-
-def module_file(module: str) -> Path | None:
-    base = SRC.joinpath(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def imported_modules(path: Path, module: str | None) -> set[str]:
-    """countdown_rlvr modules `path` imports anywhere in its body (module: its dotted name,
-    None for a stage script)."""
-    package = (module if path.name == "__init__.py" else module.rpartition(".")[0]) if module else ""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.split(".")[0] == PACKAGE}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against this module's package
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            if base.split(".")[0] != PACKAGE:
-                continue
-            out.add(base)
-            out |= {f"{base}.{a.name}" for a in node.names if module_file(f"{base}.{a.name}")}
-    return out
-
-
-def closure(script: Path) -> set[Path]:
-    """Every countdown_rlvr source file that running `script` executes on import."""
-    todo, seen = list(imported_modules(script, None)), set()
-    while todo:
-        mod = todo.pop()
-        parts = mod.split(".")
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__, ...
-            name = ".".join(parts[:i])
-            if name in seen or not (path := module_file(name)):
-                continue
-            seen.add(name)
-            todo.extend(imported_modules(path, name))
-    return {module_file(m).relative_to(ROOT) for m in seen}
 
 
 def stages() -> dict[str, tuple[Path, list[str]]]:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from .io import write_text
+
 OUT = "docs/dag.md"
 WIDTH = 120
 # the gate every root waits for: drawn once, left out of the "waits for" column
@@ -105,7 +107,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     text = make()
     if args.write:
-        Path(OUT).write_text(text)
+        write_text(OUT, text)
         print(f"[dag] wrote {OUT} ({text.count(chr(10))} lines)")
     else:
         print(text, end="")

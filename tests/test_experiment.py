@@ -1,0 +1,80 @@
+"""dvc.yaml is generated from countdown_rlvr.experiment: the committed file is current, and
+the generator derives code deps and params as documented."""
+
+import yaml
+from conftest import ROOT
+
+from countdown_rlvr import experiment
+from countdown_rlvr.experiment import STAGES, code_deps, param_keys
+
+
+def test_committed_dvc_yaml_is_generated():
+    assert (ROOT / "dvc.yaml").read_text() == experiment.generate(), \
+        "dvc.yaml is stale: run `python -m countdown_rlvr.experiment --write`"
+
+
+def test_every_stage_script_exists_and_names_are_unique():
+    names = [s.name for s in STAGES]
+    assert len(names) == len(set(names))
+    missing = [s.name for s in STAGES if not (ROOT / "stages" / f"{s.script or s.name}.py").is_file()]
+    assert not missing, f"stages with no script in stages/: {missing}"
+
+
+def test_generated_yaml_lists_the_table_in_order():
+    doc = yaml.safe_load(experiment.generate())
+    assert list(doc["stages"]) == [s.name for s in STAGES]
+    assert doc["stages"]["ipo_first"]["deps"] == doc["stages"]["ipo"]["deps"]  # an alias
+    assert experiment.generate().startswith("# GENERATED from src/countdown_rlvr/experiment.py")
+    assert max(map(len, experiment.generate().splitlines())) <= experiment.WIDTH
+
+
+def test_code_deps_are_the_import_closure_with_whole_packages_as_directories():
+    problems = code_deps("problems")
+    assert "src/countdown_rlvr/task" in problems  # every file of the package: the directory
+    assert not any(d.startswith("src/countdown_rlvr/task/") for d in problems)
+    rloo = code_deps("rloo")
+    assert "src/countdown_rlvr/train/rloo.py" in rloo and "src/countdown_rlvr/train" not in rloo
+    assert "src/countdown_rlvr/compare.py" not in rloo
+    check = next(s for s in STAGES if s.name == "check_params")
+    assert experiment.deps(check)[1:] == [experiment.Out("src/countdown_rlvr")]
+
+
+def _params(**sections) -> dict:
+    return {"model": {"dtype": "float32", "threads": 2, "prompt_style": "tiny"}, **sections}
+
+
+def test_params_an_arm_matrix_lists_the_arm_and_the_keys_no_arm_overrides():
+    """A nested override splits the inherited block: rloo_shaped sets sampler.temperature, so
+    the template lists rloo.sampler.top_p, not rloo.sampler."""
+    params = _params(rloo={"reward": "binary", "lr": 1e-5,
+                           "sampler": {"temperature": 1.0, "top_p": 1.0}},
+                     rloo_shaped={"reward": "shaped", "sampler": {"temperature": 0.7}})
+    rloo = next(s for s in STAGES if s.name == "rloo")
+    keys = [k for k, _ in param_keys(rloo, params)]
+    assert keys == ["model.dtype", "model.threads", "${item.arm}", "rloo.lr",
+                    "rloo.sampler.top_p", "model.prompt_style"]
+
+
+def test_params_a_section_read_in_part_lists_its_keys():
+    params = _params(ipo={"sources": ["a"], "first_replicate_sources": [], "beta": 0.1,
+                          "lora": {"r": 8}})
+    ipo = next(s for s in STAGES if s.name == "ipo")
+    keys = param_keys(ipo, params)
+    assert [k for k, _ in keys] == ["model.dtype", "model.threads", "ipo.beta", "ipo.lora"]
+    assert "but sources, first_replicate_sources" in dict(keys)["ipo.beta"]
+    sft = next(s for s in STAGES if s.name == "sft")
+    assert [k for k, _ in param_keys(sft, _params(sft={"lr": 1}))] == [
+        "model.dtype", "model.threads", "sft"]
+
+
+def test_check_names_write_and_write_replaces_the_file(tmp_path, monkeypatch, capsys):
+    target = tmp_path / "dvc.yaml"
+    target.write_text("stages: {}\n")
+    monkeypatch.setattr(experiment, "OUT", target)
+    assert experiment.main(["--check"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--write" in err
+    assert experiment.main(["--write"]) == 0
+    assert target.read_text() == experiment.generate()
+    assert [p.name for p in tmp_path.iterdir()] == ["dvc.yaml"]  # no temporary left
+    assert experiment.main(["--check"]) == 0
