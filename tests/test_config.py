@@ -221,6 +221,10 @@ def test_rule_copies_agree_with_the_code_they_mirror():
     for key, names in (("styles", STYLES), ("strategies", STYLES), ("tiny_preset", TINY_PRESETS)):
         rule = RULES[key] if key == "tiny_preset" else (lambda v, r=RULES[key]: r([v]))
         assert all(rule(name) is None for name in names) and rule("x"), key
+    # the reward kinds: the rule's message lists exactly the reward functions, in their order
+    from countdown_rlvr.task import REWARDS
+
+    assert RULES["reward"]("x") == "one of " + ", ".join(REWARDS)
 
 
 def test_from_section_names_the_missing_key_and_inherits(tmp_path):
