@@ -120,7 +120,7 @@ def test_branch_diff_plots_and_metrics_in_a_clone_without_the_cache(committed_ru
         "--format", "md", "--all").stdout
     assert out.startswith("test: paired t-test")
     rloo = [line for line in out.splitlines() if line.startswith("| rloo | pass@1 |")]
-    assert rloo and "(n=2)" in rloo[0]
+    assert rloo and "| 2/2 |" in rloo[0]  # the n column: replicates on each side
     assert any(w in rloo[0] for w in ("differs", "no detectable difference", "zero spread"))
 
     # plots: every declared plot loads from git alone, in both revisions
