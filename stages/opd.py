@@ -1,11 +1,11 @@
-"""Stages `opd` and `opd_ac`: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
+"""Stage `opd` and its arms: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
 
-    python stages/opd.py opd <seed>      student from the SFT policy -> data/models/opd/r<seed>
-    python stages/opd.py opd_ac <seed>   anti-collapse variant (S4: only lambda_H x10 and
-                                         T = 1.3 differ) -> data/models/opd_ac/r<seed>
+    python stages/opd.py <variant> <seed>   # variant: `opd` or an OPD arm of config.ARMS
+                                            # -> data/models/<variant>/r<seed>
 
-Both start from the same SFT policy with the same steps and rollouts (opd_ac lists only the
-keys that differ from opd), so the comparison of the two isolates the anti-collapse knobs.
+Every variant starts from the same SFT policy with the same steps and rollouts (a variant's
+section lists only the keys that differ from opd's, e.g. the anti-collapse knobs), so the
+comparison with `opd` isolates those keys.
 
 The student samples G rollouts per prompt; the loss on its response tokens is
 lambda_KL * KL(teacher^(1/T) || student^(1/T)) (forward KL over the shared vocabulary)
@@ -18,15 +18,14 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 import sys
 
 from countdown_rlvr import io
-from countdown_rlvr.config import OPD, prompt_style
+from countdown_rlvr.config import OPD, arms, prompt_style
 from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.replicates import model_dir, run_name
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TEACHER, TRAIN = "data/models/teacher", "data/problems/train.jsonl"
-# variant -> (init policy, output dir, the section whose keys it overrides)
-VARIANTS = {"opd": None, "opd_ac": "opd"}  # variant -> the section it inherits keys from
+VARIANTS = {a.name: a.inherits for a in arms("opd")}  # variant -> the section it inherits from
 
 
 def load_teacher(stage: str, student_tok):
