@@ -1,6 +1,6 @@
 """Stage `opd` and its arms: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
 
-    python stages/opd.py <variant> <seed>   # variant: `opd` or an OPD arm of config.ARMS
+    python stages/opd.py <variant> <seed>   # variant: `opd` or an OPD arm (countdown_rlvr.arms)
                                             # -> data/models/<variant>/r<seed>
 
 Every variant starts from the same SFT policy with the same steps and rollouts (a variant's
@@ -18,14 +18,13 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 import sys
 
 from countdown_rlvr import io
-from countdown_rlvr.config import OPD, arms, prompt_style
+from countdown_rlvr.config import OPD, prompt_style
 from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.replicates import model_dir, run_name
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TEACHER, TRAIN = "data/models/teacher", "data/problems/train.jsonl"
-VARIANTS = {a.name: a.inherits for a in arms("opd")}  # variant -> the section it inherits from
 
 
 def load_teacher(stage: str, student_tok):
@@ -40,11 +39,13 @@ def load_teacher(stage: str, student_tok):
 
 
 def main(argv: list[str]) -> None:
-    stage = argv[0] if argv else None
-    if stage not in VARIANTS:
-        raise io.StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}} <seed>")
+    if not argv:
+        raise io.StageError("opd", "usage: python stages/opd.py <variant> <seed> (<variant>: opd "
+                                   "or an OPD arm of countdown_rlvr.arms, a params.yaml section)")
+    stage = argv[0]  # a variant's section lists only what differs from opd's (the arms' rule)
     params, cfg, r = load_replicate_stage(stage, OPD, argv[1] if len(argv) == 2 else None,
-                                          inherit=VARIANTS[stage])  # fails before any model loads
+                                          inherit=None if stage == "opd" else "opd")  # fails
+    # before any model loads
     init, out = model_dir("sft", r), model_dir(stage, r)
     style = prompt_style(stage, params)
     io.require_inputs(stage, init, TEACHER)

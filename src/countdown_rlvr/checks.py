@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .config import ARMS
+from .arms import ARMS
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of the steps
@@ -95,7 +95,7 @@ RLOO_WORDS = (f"training rollout pass rate rises, curriculum unlocks before {UNL
               "of the steps")
 IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
              "nats/token vs SFT")
-# an arm's check (config.ARMS: Arm.check), by its function's name -> (words, function)
+# an arm's check (arms.ARMS: Arm.check), by its function's name -> (words, function)
 ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
     "forward_kl_falls": ("forward KL to the teacher falls", forward_kl_falls),
     "rollouts_rise": (RLOO_WORDS, rollouts_rise),

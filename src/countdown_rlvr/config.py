@@ -287,7 +287,8 @@ def from_section(cls, stage: str, params: dict[str, Any], path: str, inherit: st
     """The dataclass `cls` of the params section at `path` (dotted: "int.rloo").
 
     `inherit`: another section whose keys `path` overrides (an arm's section lists only what
-    differs from its base; int.rloo overrides rloo); nested mappings (e.g. `sampler`) are merged key by key.
+    differs from its base; int.rloo overrides rloo); nested mappings (e.g. `sampler`) are
+    merged key by key.
     Missing or unknown keys, or a bad relation between values (`__post_init__`), stop
     `stage` with one StageError that lists each, naming the key and the fix."""
     built, problems = build_section(cls, params, path, inherit)
@@ -479,66 +480,6 @@ class OPD(RL):
     distill_coef: float  # lambda_KL: weight of the forward KL to the teacher
     distill_temperature: float  # T: both distributions softened by 1/T
     teacher_strategy: str | None  # teacher prompt's hint: direct | search | null = none
-
-
-# --------------------------------------------------------------------------- the arms
-@dataclass(frozen=True)
-class Arm:
-    """A trained RL arm: its params section (of the same name), its outputs
-    (data/models/<name>/r<seed>, dvclive/<name>/r<seed>, reports/details/<name>/r<seed>.json)
-    and what the pipeline does with it. Everything else about an arm is derived from ARMS:
-    stage_params.ARMS / SAME_AS, the dvc.yaml stages (countdown_rlvr.experiment), the stage
-    scripts' accepted names, checks.CHECKS, results.RL_RUNS / EXTRA_INPUTS."""
-    name: str
-    script: str  # stages/<script>.py trains it (`rloo`, `opd`): its kind of training
-    inherits: str | None = None  # the section whose keys its own section overrides
-    replicates: str = "all"  # "all": every replicate seed, in the `<script>` stage's matrix;
-    # "first": the first replicate seed only, in a dvc.yaml stage of its own name
-    check: str | None = None  # the checks.py function its claims rest on (checks.CHECKS)
-    curves: bool = False  # a report RL run: its curves are required, drawn and tabled; else
-    # its details are read when present (a secondary arm)
-    about: str = ""  # what it is: its model-registry description (an "all" arm) or its
-    # dvc.yaml stage's comment (a "first" arm)
-
-    def __post_init__(self):
-        if self.replicates not in ("all", "first"):
-            raise ValueError(f"arm {self.name}: replicates is 'all' or 'first', "
-                             f"not {self.replicates!r}")
-
-    @property
-    def stage(self) -> str:
-        """Its dvc.yaml stage: its script's matrix, or a stage of its own."""
-        return self.script if self.replicates == "all" else self.name
-
-
-# The one list of arms, in report order: adding one is an entry here plus its params.yaml
-# section (an arm's section lists only what differs from its base); a new kind of arm also
-# needs its stage script and its `stage_params.READS` entry.
-ARMS: tuple[Arm, ...] = (
-    Arm("rloo", "rloo", check="rollouts_rise", curves=True,
-        about="RLOO from SFT, reward rloo.reward (binary by default)"),
-    Arm("rloo_shaped", "rloo", inherits="rloo", check="rollouts_rise", curves=True,
-        about="RLOO from SFT with the shaped reward"),
-    Arm("rloo_nocurr", "rloo", inherits="rloo", replicates="first",
-        about="RLOO without the curriculum"),
-    Arm("opd", "opd", check="forward_kl_falls", curves=True,
-        about="on-policy distillation from the teacher"),
-    Arm("opd_ac", "opd", inherits="opd", check="forward_kl_falls", curves=True,
-        about="anti-collapse on-policy distillation"),
-)
-
-
-def arm(name: str) -> Arm:
-    """The arm called `name` (KeyError: no such arm)."""
-    for a in ARMS:
-        if a.name == name:
-            return a
-    raise KeyError(name)
-
-
-def arms(script: str | None = None) -> tuple[Arm, ...]:
-    """The arms `stages/<script>.py` trains (every arm when None), in ARMS order."""
-    return tuple(a for a in ARMS if script is None or a.script == script)
 
 
 # --------------------------------------------------------------------------- data and evaluation

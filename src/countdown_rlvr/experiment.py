@@ -15,7 +15,7 @@ arguments, its matrix, the data it reads and the files it writes. The rest is de
   inherited section that no arm overrides (so `-S rloo.reward=shaped` re-runs the arms that
   read it, not an arm that sets its own).
 
-The arms (config.ARMS) make their stages: a matrix over a script's arms of every replicate
+The arms (countdown_rlvr.arms) make their stages: a matrix over a script's arms of every replicate
 (`rloo@<arm>-1`), a stage of its own for an arm of the first replicate only, their model
 artifacts and their curves in `dvc plots`.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import arms
+from .arms import arms
 from .imports import PACKAGE, ROOT, SRC, closure
 from .io import read_params, write_text
 from .stage_params import ARMS, leaves, reads, resolved_keys
@@ -107,7 +107,7 @@ def evaluation(name: str, note: str, policies: str, seeds: str | list[str]) -> S
 
 
 def arm_stages(script: str, note: str, key: str, inputs: tuple) -> list[Stage]:
-    """The stages of `stages/<script>.py`'s arms (config.ARMS): one matrix over its arms of
+    """The stages of `stages/<script>.py`'s arms (countdown_rlvr.arms): one matrix over its arms of
     every replicate and the seeds (`${item.<key>}`), then a stage of its own for each arm of
     the first replicate only."""
     first = [a for a in arms(script) if a.replicates == "first"]

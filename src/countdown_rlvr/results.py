@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .arms import ARMS
 from .compare import NA  # the one "not available" cell of every table
-from .config import ARMS
 from .pairs import SOURCES as IPO_SOURCES  # the pair sources (ipo.sources)
 from .task.prompts import REPAIR_LABELS
 

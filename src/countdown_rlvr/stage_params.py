@@ -1,6 +1,6 @@
 """The params each stage reads, after overrides are resolved, and the check of all of them.
 
-An arm's section (config.ARMS) lists only what differs from the section it inherits (say
+An arm's section (countdown_rlvr.arms) lists only what differs from the section it inherits (say
 `reward: shaped` over `rloo:`), so what a stage reads is its own section plus the inherited
 keys it does not override. dvc.yaml lists exactly those keys for every stage
 (tests/test_stage_params.py checks both ways), so a `-S` change re-runs exactly the stages
@@ -22,6 +22,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from . import arms as A
 from . import config as C
 from .errors import StageError
 
@@ -53,8 +54,8 @@ READS: dict[str, Any] = {
     "pairs": lambda: [*MODEL_RUN, Section("pairs", C.Pairs), *STYLE],
     "sft": lambda: [*MODEL_RUN, Section("sft", C.SFT)],
     "ipo": lambda: [*MODEL_RUN, Section("ipo", C.IPO, skip=("sources", "first_replicate_sources"))],
-    "rloo": lambda arm: [*MODEL_RUN, Section(arm, C.RL, C.arm(arm).inherits), *STYLE],
-    "opd": lambda arm: [*MODEL_RUN, Section(arm, C.OPD, C.arm(arm).inherits), *STYLE],
+    "rloo": lambda arm: [*MODEL_RUN, Section(arm, C.RL, A.arm(arm).inherits), *STYLE],
+    "opd": lambda arm: [*MODEL_RUN, Section(arm, C.OPD, A.arm(arm).inherits), *STYLE],
     "diagnose": lambda: [Section("diagnose", C.Diagnose), "evaluate.n", "evaluate.ks",
                          "evaluate.seeds"],
     "repair": lambda: [*MODEL_RUN, Section("repair", C.Repair), "sampler", *STYLE],
@@ -72,14 +73,14 @@ READS: dict[str, Any] = {
                        "distill.first_replicate_conditions"],
 }
 # dvc.yaml stages that run another stage's script with the same reads: an arm's stage of
-# its own (config.ARMS), then the `_first` and evaluation stages
-SAME_AS = {**{a.stage: a.script for a in C.ARMS if a.stage != a.script},
+# its own (countdown_rlvr.arms), then the `_first` and evaluation stages
+SAME_AS = {**{a.stage: a.script for a in A.ARMS if a.stage != a.script},
            "ipo_first": "ipo", "distill_first": "distill",
            "evaluate_shared": "evaluate", "evaluate_first": "evaluate",
            "evaluate_control": "evaluate"}
-# dvc.yaml stage -> the arms it trains (config.ARMS), in ARMS order
+# dvc.yaml stage -> the arms it trains (countdown_rlvr.arms), in ARMS order
 ARMS: dict[str, tuple[str, ...]] = {}
-for _a in C.ARMS:
+for _a in A.ARMS:
     ARMS[_a.stage] = (*ARMS.get(_a.stage, ()), _a.name)
 del _a
 
