@@ -39,7 +39,7 @@ from countdown_rlvr.config import (
 )
 from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.replicates import for_replicate, model_dir, run_name, tag
-from countdown_rlvr.research import INT_POLICIES
+from countdown_rlvr.research import INT_POLICY_DIRS
 from countdown_rlvr.research.interventions import (
     find_unsolved,
     interventions_metrics,
@@ -57,9 +57,6 @@ from countdown_rlvr.train.runtime import init_policy
 
 UNSEEN = "data/problems/unseen.jsonl"  # no stage trains on these problems
 SFT_DATA = "data/sft/train.jsonl"  # the replay mixed into the patch: train problems only
-# research.INT_POLICIES, in its order -> the policy whose replicate dir holds it
-POLICY_NAMES = dict(zip(INT_POLICIES, ("sft", "int_sft", "int", "int_plain_rl", "int_solver_sft",
-                                       "rloo"), strict=True))
 
 
 def main(argv: list[str]) -> None:
@@ -67,7 +64,7 @@ def main(argv: list[str]) -> None:
     sft_cfg = cfg.sft
     # rloo's keys, overridden by int.rloo; its seeds move to replicate r like the section's
     rl_cfg = for_replicate(from_section(RL, "int", params, "int.rloo", inherit="rloo"), r)
-    policies = {name: model_dir(policy, r) for name, policy in POLICY_NAMES.items()}
+    policies = {name: model_dir(policy, r) for name, policy in INT_POLICY_DIRS.items()}
     sft_dir, rloo_dir, int_sft_dir, int_dir, solver_dir, plain_rl_dir = (model_dir(p, r) for p in (
         "sft", "rloo", "int_sft", "int", "int_solver_sft", "int_plain_rl"))
     rows_file, run = f"data/int/{tag(r)}/interventions.jsonl", run_name("int", r)

@@ -1,11 +1,11 @@
-"""Stages `opd` and `opd_ac`: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
+"""Stage `opd` and its arms: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
 
-    python stages/opd.py opd <seed>      student from the SFT policy -> data/models/opd/r<seed>
-    python stages/opd.py opd_ac <seed>   anti-collapse variant (S4: only lambda_H x10 and
-                                         T = 1.3 differ) -> data/models/opd_ac/r<seed>
+    python stages/opd.py <variant> <seed>   # variant: `opd` or an OPD arm (countdown_rlvr.arms)
+                                            # -> data/models/<variant>/r<seed>
 
-Both start from the same SFT policy with the same steps and rollouts (opd_ac lists only the
-keys that differ from opd), so the comparison of the two isolates the anti-collapse knobs.
+Every variant starts from the same SFT policy with the same steps and rollouts (a variant's
+section lists only the keys that differ from opd's, e.g. the anti-collapse knobs), so the
+comparison with `opd` isolates those keys.
 
 The student samples G rollouts per prompt; the loss on its response tokens is
 lambda_KL * KL(teacher^(1/T) || student^(1/T)) (forward KL over the shared vocabulary)
@@ -25,8 +25,6 @@ from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TEACHER, TRAIN = "data/models/teacher", "data/problems/train.jsonl"
-# variant -> (init policy, output dir, the section whose keys it overrides)
-VARIANTS = {"opd": None, "opd_ac": "opd"}  # variant -> the section it inherits keys from
 
 
 def load_teacher(stage: str, student_tok):
@@ -41,11 +39,13 @@ def load_teacher(stage: str, student_tok):
 
 
 def main(argv: list[str]) -> None:
-    stage = argv[0] if argv else None
-    if stage not in VARIANTS:
-        raise io.StageError("opd", f"usage: python stages/opd.py {{{'|'.join(VARIANTS)}}} <seed>")
+    if not argv:
+        raise io.StageError("opd", "usage: python stages/opd.py <variant> <seed> (<variant>: opd "
+                                   "or an OPD arm of countdown_rlvr.arms, a params.yaml section)")
+    stage = argv[0]  # a variant's section lists only what differs from opd's (the arms' rule)
     params, cfg, r = load_replicate_stage(stage, OPD, argv[1] if len(argv) == 2 else None,
-                                          inherit=VARIANTS[stage])  # fails before any model loads
+                                          inherit=None if stage == "opd" else "opd")  # fails
+    # before any model loads
     init, out = model_dir("sft", r), model_dir(stage, r)
     style = prompt_style(stage, params)
     io.require_inputs(stage, init, TEACHER)

@@ -6,13 +6,11 @@ frozen SFT policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated
 (S1 Alg. 1). Per-step diagnostics in dvclive/rloo/r<seed>; first / final values in
 reports/metrics/rloo/r<seed>.json.
 
-    python stages/rloo.py <arm> <replicate seed>   # arm: rloo | rloo_shaped | rloo_nocurr
+    python stages/rloo.py <arm> <replicate seed>   # arm: `rloo` or an RLOO arm (countdown_rlvr.arms)
 
 An arm other than `rloo` is the same run with its own section's keys over the `rloo:`
-section, so the arms differ only there: `rloo_shaped` (reward: shaped; S1: the dense reward
-restores learning where binary flat-lines) and `rloo_nocurr` (curriculum: false; what the
-success-gated curriculum adds). Each writes data/models/<arm>/r<seed>, dvclive/<arm>/r<seed>
-and reports/*/<arm>/r<seed>.json.
+section, so the arms differ only there (params.yaml says what each one sets and why). Each
+writes data/models/<arm>/r<seed>, dvclive/<arm>/r<seed> and reports/*/<arm>/r<seed>.json.
 
 Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py <arm> <seed>`.
 """
@@ -27,15 +25,15 @@ from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TRAIN = "data/problems/train.jsonl"
-ARMS = ("rloo", "rloo_shaped", "rloo_nocurr")  # stage name = its params section = its outputs
 
 
 def main(argv: list[str]) -> None:
-    stage = argv[0] if argv else None
-    if stage not in ARMS:
-        raise io.StageError("rloo", f"unknown RLOO arm {stage!r}; usage: python stages/rloo.py "
-                                    f"<arm> <seed> with <arm> one of {', '.join(ARMS)}")
-    # an arm's section lists only what differs from `rloo` (rloo_shaped: reward: shaped)
+    if not argv:
+        raise io.StageError("rloo", "usage: python stages/rloo.py <arm> <seed> (<arm>: rloo or "
+                                    "an RLOO arm of countdown_rlvr.arms, a params.yaml section)")
+    stage = argv[0]  # the arm: its params section, its stage and its outputs' name
+    # an arm's section lists only what differs from rloo's (arms.inherited_section: the rule
+    # is applied here without reading the registry, so adding an arm re-runs no other arm)
     params, cfg, r = load_replicate_stage(stage, RL, argv[1] if len(argv) == 2 else None,
                                           inherit=None if stage == "rloo" else "rloo")
     style = prompt_style(stage, params)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .arms import ARMS
+
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of the steps
 # IPO may raise its margin by pushing both answers down (likelihood displacement): a policy
@@ -93,11 +95,13 @@ RLOO_WORDS = (f"training rollout pass rate rises, curriculum unlocks before {UNL
               "of the steps")
 IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
              "nats/token vs SFT")
+# an arm's check (arms.ARMS: Arm.check), by its function's name -> (words, function)
+ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
+    "forward_kl_falls": ("forward KL to the teacher falls", forward_kl_falls),
+    "rollouts_rise": (RLOO_WORDS, rollouts_rise),
+}
 CHECKS: dict[str, Check] = {
-    "opd": Check("opd.json", "forward KL to the teacher falls", forward_kl_falls),
-    "opd_ac": Check("opd_ac.json", "forward KL to the teacher falls", forward_kl_falls),
-    "rloo": Check("rloo.json", RLOO_WORDS, rollouts_rise),
-    "rloo_shaped": Check("rloo_shaped.json", RLOO_WORDS, rollouts_rise),
+    **{a.name: Check(f"{a.name}.json", *ARM_CHECKS[a.check]) for a in ARMS if a.check},
     "int": Check("int.json", "the patched policy solves >= 50% of RL's problems before RL",
                  patched_solves),
     "distill_R": Check("distill/R.json", "trained and its loss fell", distilled),

@@ -286,8 +286,9 @@ def merged(base: dict[str, Any], over: dict[str, Any], null_deletes: bool = Fals
 def from_section(cls, stage: str, params: dict[str, Any], path: str, inherit: str | None = None):
     """The dataclass `cls` of the params section at `path` (dotted: "int.rloo").
 
-    `inherit`: another section whose keys `path` overrides (opd_ac lists only what differs from
-    opd; int.rloo overrides rloo); nested mappings (e.g. `sampler`) are merged key by key.
+    `inherit`: another section whose keys `path` overrides (an arm's section lists only what
+    differs from its base; int.rloo overrides rloo); nested mappings (e.g. `sampler`) are
+    merged key by key.
     Missing or unknown keys, or a bad relation between values (`__post_init__`), stop
     `stage` with one StageError that lists each, naming the key and the fix."""
     built, problems = build_section(cls, params, path, inherit)
@@ -475,7 +476,7 @@ class RL(Optim, Adapter):
 
 @dataclass(frozen=True)
 class OPD(RL):
-    """`opd` / `opd_ac`: RL keys plus the teacher's (on-policy distillation)."""
+    """`opd` and its arms: RL keys plus the teacher's (on-policy distillation)."""
     distill_coef: float  # lambda_KL: weight of the forward KL to the teacher
     distill_temperature: float  # T: both distributions softened by 1/T
     teacher_strategy: str | None  # teacher prompt's hint: direct | search | null = none

@@ -13,9 +13,13 @@ arguments, its matrix, the data it reads and the files it writes. The rest is de
   (countdown_rlvr.stage_params): a section it reads whole by name (`sft`), else the keys it
   reads (`ipo.beta`, ...); over an arm matrix (rloo, opd), `${item.arm}` and the keys of the
   inherited section that no arm overrides (so `-S rloo.reward=shaped` re-runs the arms that
-  read it, not rloo_shaped, which sets its own).
+  read it, not an arm that sets its own).
 
-Every replicated stage is a DVC matrix over `replicates.seeds` (`sft@0`, `rloo@rloo_shaped-1`);
+The arms (countdown_rlvr.arms) make their stages: a matrix over a script's arms of every replicate
+(`rloo@<arm>-1`), a stage of its own for an arm of the first replicate only, their model
+artifacts and their curves in `dvc plots`.
+
+Every replicated stage is a DVC matrix over `replicates.seeds` (`sft@0`, `rloo@rloo-1`);
 the `_first` stages run the first seed only. Arguments that interpolate `${item...}` are
 quoted: a name never reaches the shell as code.
 """
@@ -31,6 +35,7 @@ from pathlib import Path
 
 import yaml
 
+from .arms import arms
 from .imports import PACKAGE, ROOT, SRC, closure
 from .io import read_params, write_text
 from .stage_params import ARMS, leaves, reads, resolved_keys
@@ -101,6 +106,18 @@ def evaluation(name: str, note: str, policies: str, seeds: str | list[str]) -> S
                        details(f"eval/${{item.policy}}/r{SEED}")))
 
 
+def arm_stages(script: str, note: str, key: str, inputs: tuple) -> list[Stage]:
+    """The stages of `stages/<script>.py`'s arms (countdown_rlvr.arms): one matrix over its arms of
+    every replicate and the seeds (`${item.<key>}`), then a stage of its own for each arm of
+    the first replicate only."""
+    first = [a for a in arms(script) if a.replicates == "first"]
+    return [Stage(script, note, matrix={key: list(ARMS[script]), "seed": SEEDS},
+                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}")),
+            *(Stage(a.name, f"{a.about}: a secondary arm, the first replicate seed only",
+                    script=script, matrix={"seed": FIRST_SEED}, args=(ARMS[a.name][0], SEED),
+                    inputs=inputs, outs=trained(a.name)) for a in first)]
+
+
 STAGES = [
     Stage("check_params", "every param checked before DVC removes any stage's outputs",
           code=("src/countdown_rlvr",),  # any library change re-checks (a constant output)
@@ -142,17 +159,12 @@ STAGES = [
           script="ipo", matrix={"source": "${ipo.first_replicate_sources}", "seed": FIRST_SEED},
           args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT),
           outs=trained("ipo_${item.source}", "ipo/${item.source}")),
-    Stage("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: its keys "
-          "over rloo's); `dvc exp run -S rloo.reward=shaped`",
-          matrix={"arm": list(ARMS["rloo"]), "seed": SEEDS}, args=("${item.arm}", SEED),
-          inputs=(TRAIN, SFT), outs=trained("${item.arm}")),
-    Stage("rloo_nocurr", "RLOO without the curriculum: a secondary arm, the first replicate "
-          "seed only", script="rloo", matrix={"seed": FIRST_SEED},
-          args=(ARMS["rloo_nocurr"][0], SEED), inputs=(TRAIN, SFT), outs=trained("rloo_nocurr")),
-    Stage("opd", "on-policy distillation from the teacher (S4 §3.3) and the anti-collapse "
-          "variant, both from the SFT policy with the same budget",
-          matrix={"variant": list(ARMS["opd"]), "seed": SEEDS}, args=("${item.variant}", SEED),
-          inputs=(TRAIN, SFT, TEACHER), outs=trained("${item.variant}")),
+    *arm_stages("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: "
+                "its keys over rloo's); `dvc exp run -S rloo.reward=shaped`", "arm",
+                inputs=(TRAIN, SFT)),
+    *arm_stages("opd", "on-policy distillation from the teacher (S4 §3.3) and the anti-collapse "
+                "variant, both from the SFT policy with the same budget", "variant",
+                inputs=(TRAIN, SFT, TEACHER)),
     Stage("diagnose", "from the SFT policy's own evaluation samples (evaluate@sft-<seed>); a "
           "measurement only: repair samples its attempts on train problems, never on these "
           "test ones",
@@ -215,26 +227,28 @@ ARTIFACTS = {
                      "IPO from SFT on scripted (solver / operator-flip) pairs"),
     "ipo_easyneg": ("data/models/ipo_easyneg/r0", "IPO from SFT on teacher easy-negative pairs"),
     "ipo_hardneg": ("data/models/ipo_hardneg/r0", "IPO from SFT on teacher near-miss pairs"),
-    "rloo": ("data/models/rloo/r0", "RLOO from SFT, reward rloo.reward (binary by default)"),
-    "rloo_shaped": ("data/models/rloo_shaped/r0", "RLOO from SFT with the shaped reward"),
-    "opd": ("data/models/opd/r0", "on-policy distillation from the teacher"),
-    "opd_ac": ("data/models/opd_ac/r0", "anti-collapse on-policy distillation"),
+    **{a.name: (model(a.name, "0"), a.about) for a in arms() if a.replicates == "all"},
     "distill_R": ("data/models/distill_R/r0", "self-distillation on successful resample repairs"),
     "int": ("data/models/int/r0", "intervention patch, then RL on the unsolved problems"),
 }
 
+
+def _runs(script: str | None = None, every: bool = False) -> list[str]:
+    """The first replicate's dvclive runs of `script`'s arms (every script's when None): the
+    report RL runs (Arm.curves), or every arm."""
+    return [f"{a.name}/r0" for a in arms(script) if every or a.curves]
+
+
 # `dvc plots`: title -> (y label, the dvclive metric, the runs drawn); x is the optimizer step.
-RL, SHAPED, NOCURR = "rloo/r0", "rloo_shaped/r0", "rloo_nocurr/r0"
-OPD, OPD_AC = "opd/r0", "opd_ac/r0"
 CURVES = {
-    "RL reward mean": ("mean rollout reward", "reward_mean", [RL, SHAPED, NOCURR, OPD, OPD_AC]),
+    "RL reward mean": ("mean rollout reward", "reward_mean", _runs(every=True)),
     "RL fraction of zero-std groups": ("groups with no reward variance", "zero_std_frac",
-                                       [RL, SHAPED, OPD, OPD_AC]),
-    "RL KL to the reference (k3)": ("per-token KL", "kl", [RL, SHAPED]),
+                                       _runs()),
+    "RL KL to the reference (k3)": ("per-token KL", "kl", _runs("rloo")),
     "RL curriculum tier": ("highest unlocked tier (0 = 3 numbers, 1 = 3 and 4)", "tier",
-                           [RL, SHAPED]),
-    "RL forward KL to the teacher": ("per-token forward KL", "forward_kl", [OPD, OPD_AC]),
-    "RL entropy": ("per-token entropy", "entropy", [RL, SHAPED, OPD, OPD_AC]),
+                           _runs("rloo")),
+    "RL forward KL to the teacher": ("per-token forward KL", "forward_kl", _runs("opd")),
+    "RL entropy": ("per-token entropy", "entropy", _runs()),
     "SFT loss": ("completion cross-entropy", "loss", ["base", "teacher", "sft/r0"]),
 }
 

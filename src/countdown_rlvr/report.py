@@ -31,6 +31,7 @@ from .results import (
     IPO_SOURCES,
     NA,
     RL_RUNS,
+    SECONDARY_RUNS,
     Inputs,
     MissingInputs,
     load_inputs,
@@ -315,7 +316,7 @@ def training_tables(ctx: Context) -> list[str]:
     header = ["run", "reward", "steps", "reward mean", "pass rate", "zero-std groups",
               "KL", "entropy", "forward KL", "4-number tier unlocked at (per replicate)"]
     rows = []
-    extra = [r for r in ("rloo_nocurr",) if f"{r}.json" in ctx.data]  # secondary arms, if run
+    extra = [r for r in SECONDARY_RUNS if f"{r}.json" in ctx.data]  # secondary arms, if run
     for run in (*RL_RUNS, *extra):
         m = ctx.data.get(f"{run}.json")
         rows.append(ctx.marker_row(run, [f"{run}.json"], len(header)) or [

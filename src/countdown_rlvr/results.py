@@ -26,20 +26,22 @@ from typing import Any
 
 import numpy as np
 
+from .arms import ARMS
 from .compare import NA  # the one "not available" cell of every table
 from .pairs import SOURCES as IPO_SOURCES  # the pair sources (ipo.sources)
 from .task.prompts import REPAIR_LABELS
 
-RL_RUNS = ("rloo", "rloo_shaped", "opd", "opd_ac")  # runs with per-step dvclive curves
+RL_RUNS = tuple(a.name for a in ARMS if a.curves)  # runs with per-step dvclive curves, required
+SECONDARY_RUNS = tuple(a.name for a in ARMS if not a.curves)  # read when present
 # dvclive metric (TSV file stem, under any sub-folder such as train/) -> panel title
 CURVES = {"reward_mean": "reward mean", "zero_std_frac": "fraction of zero-std groups",
           "kl": "KL to reference (k3)", "entropy": "entropy"}
 REQUIRED_CURVES = ("reward_mean", "zero_std_frac", "entropy")  # kl only when rloo.kl_coef > 0
 SHARED = "shared"
-# read when present, never required: the shaped-reward RLOO arm (seed claims), the no-curriculum
-# arm, the teacher's strategies and the teacher's own training (design differences)
-EXTRA_INPUTS = ("rloo_shaped.json", "rloo_nocurr.json", "teacher_traces.json", "teacher.json",
-                "pairs.json")
+# read when present, never required: the secondary arms, the teacher's strategies and the
+# teacher's own training (design differences)
+EXTRA_INPUTS = (*(f"{run}.json" for run in SECONDARY_RUNS), "teacher_traces.json",
+                "teacher.json", "pairs.json")
 
 
 class MissingInputs(ValueError):

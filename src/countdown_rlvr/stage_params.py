@@ -1,11 +1,11 @@
 """The params each stage reads, after overrides are resolved, and the check of all of them.
 
-An arm's section lists only what differs from the section it inherits (`rloo_shaped:` holds
+An arm's section (countdown_rlvr.arms) lists only what differs from the section it inherits (say
 `reward: shaped` over `rloo:`), so what a stage reads is its own section plus the inherited
 keys it does not override. dvc.yaml lists exactly those keys for every stage
 (tests/test_stage_params.py checks both ways), so a `-S` change re-runs exactly the stages
 whose resolved config changes: `-S rloo.reward=shaped` re-runs the `rloo` arm and the stages
-that inherit `rloo.reward` (rloo_nocurr, int), not rloo_shaped, which sets its own reward.
+that inherit `rloo.reward` (the arms that do not set it, int), not an arm that sets its own.
 
 `check_params` (the first stage, stages/check_params.py) builds every stage's config from
 `READS`, so a bad value stops `dvc repro` before DVC removes any stage's outputs, with every
@@ -22,6 +22,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from . import arms as A
 from . import config as C
 from .errors import StageError
 
@@ -32,7 +33,7 @@ STYLE = ("model.prompt_style",)  # every stage that builds prompts
 @dataclass(frozen=True)
 class Section:
     """A params section a stage builds into its config dataclass."""
-    path: str  # dotted: "rloo_shaped", "int.rloo"
+    path: str  # dotted: "rloo", "int.rloo"
     cls: type  # the config dataclass (config.py)
     inherit: str | None = None  # the section whose keys `path` overrides
     skip: tuple[str, ...] = ()  # keys the stage does not read (lists naming other stages)
@@ -53,8 +54,8 @@ READS: dict[str, Any] = {
     "pairs": lambda: [*MODEL_RUN, Section("pairs", C.Pairs), *STYLE],
     "sft": lambda: [*MODEL_RUN, Section("sft", C.SFT)],
     "ipo": lambda: [*MODEL_RUN, Section("ipo", C.IPO, skip=("sources", "first_replicate_sources"))],
-    "rloo": lambda arm: [*MODEL_RUN, Section(arm, C.RL, None if arm == "rloo" else "rloo"), *STYLE],
-    "opd": lambda arm: [*MODEL_RUN, Section(arm, C.OPD, None if arm == "opd" else "opd"), *STYLE],
+    "rloo": lambda arm: [*MODEL_RUN, Section(arm, C.RL, A.arm(arm).inherits), *STYLE],
+    "opd": lambda arm: [*MODEL_RUN, Section(arm, C.OPD, A.arm(arm).inherits), *STYLE],
     "diagnose": lambda: [Section("diagnose", C.Diagnose), "evaluate.n", "evaluate.ks",
                          "evaluate.seeds"],
     "repair": lambda: [*MODEL_RUN, Section("repair", C.Repair), "sampler", *STYLE],
@@ -71,15 +72,21 @@ READS: dict[str, Any] = {
                        "ipo.first_replicate_sources", "distill.conditions",
                        "distill.first_replicate_conditions"],
 }
-# dvc.yaml stages that run another stage's script with the same reads
-SAME_AS = {"rloo_nocurr": "rloo", "ipo_first": "ipo", "distill_first": "distill",
+# dvc.yaml stages that run another stage's script with the same reads: an arm's stage of
+# its own (countdown_rlvr.arms), then the `_first` and evaluation stages
+SAME_AS = {**{a.stage: a.script for a in A.ARMS if a.stage != a.script},
+           "ipo_first": "ipo", "distill_first": "distill",
            "evaluate_shared": "evaluate", "evaluate_first": "evaluate",
            "evaluate_control": "evaluate"}
-ARMS = {"rloo": ("rloo", "rloo_shaped"), "rloo_nocurr": ("rloo_nocurr",), "opd": ("opd", "opd_ac")}
+# dvc.yaml stage -> the arms it trains (countdown_rlvr.arms), in ARMS order
+ARMS: dict[str, tuple[str, ...]] = {}
+for _a in A.ARMS:
+    ARMS[_a.stage] = (*ARMS.get(_a.stage, ()), _a.name)
+del _a
 
 
 def reads(stage: str, arm: str | None = None) -> list:
-    """What the dvc.yaml stage `stage` (its `arm` for rloo / rloo_nocurr / opd) reads."""
+    """What the dvc.yaml stage `stage` (its `arm` for a stage that trains arms) reads."""
     fn = READS[SAME_AS.get(stage, stage)]
     return fn(arm or ARMS[stage][0]) if stage in ARMS else fn()
 

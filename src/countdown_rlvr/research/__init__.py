@@ -13,9 +13,12 @@ from pathlib import Path
 
 from ..io import atomic_path, empty_curves, write_json
 
-# The policies stage `int` compares by pass@k (int.json's rows), in its order; stages/int.py
-# maps each to its model directory. Here, torch-free, so that the report can import them.
-INT_POLICIES = ("sft", "int_sft", "int", "plain_rl", "int_solver_sft", "rloo")
+# The policies stage `int` compares by pass@k (int.json's rows), in its order -> the policy
+# whose replicate dir holds it (data/models/<dir>/r<seed>). Here, torch-free, so that the
+# report can import them.
+INT_POLICY_DIRS = {"sft": "sft", "int_sft": "int_sft", "int": "int", "plain_rl": "int_plain_rl",
+                   "int_solver_sft": "int_solver_sft", "rloo": "rloo"}
+INT_POLICIES = tuple(INT_POLICY_DIRS)
 
 
 # In a policy dir: the policy is its source unchanged, so evaluating it only repeats the source
