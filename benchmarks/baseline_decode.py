@@ -1,5 +1,5 @@
 """Today's decode loop, frozen: the baseline `bench_sampling.py` measures the current one
-against, in the same run. A verbatim copy of `countdown_rlvr/sampling.py`'s `_forward`,
+against, in the same run. A verbatim copy of `countdown_rlvr/model/sampling.py`'s `_forward`,
 `_take` and `_decode` at commit 80f3c41 (the loop of the committed run), with the HF-forward
 fallback removed (the benchmark drives Qwen2-layout models only); the token choice (`pick`,
 temperature / top-k / top-p from one uniform per row) is the package's: unchanged since for
@@ -16,8 +16,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from countdown_rlvr.decode import SamplerParams
-from countdown_rlvr.decode import pick as _pick  # the same token choice in both loops
+from countdown_rlvr.model.decode import SamplerParams
+from countdown_rlvr.model.decode import pick as _pick  # the same token choice in both loops
 
 COMPACT_AT = 0.25
 

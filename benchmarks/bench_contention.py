@@ -29,8 +29,8 @@ import json, os, sys, tempfile, time
 if os.environ.pop("BENCH_PACKAGE_FIRST", None):
     import countdown_rlvr  # noqa: F401  (its start-up check, before torch loads OpenMP)
 import torch
-from countdown_rlvr.model import build_tiny, load_model
-from countdown_rlvr.sampling import generate
+from countdown_rlvr.model.policy import build_tiny, load_model
+from countdown_rlvr.model.sampling import generate
 from countdown_rlvr.task.prompts import solve_prompt
 threads, repeats = int(sys.argv[1]), int(sys.argv[2])
 if threads:

@@ -19,9 +19,9 @@ import faiss
 import numpy as np
 import torch
 
-from countdown_rlvr.dedup import EMBED_DIM, embed, greedy_dedup, load_encoder
+from countdown_rlvr.data.dedup import EMBED_DIM, embed, greedy_dedup, load_encoder
+from countdown_rlvr.data.traces import direct_trace, search_trace
 from countdown_rlvr.task import generate_problems, solve_prompt
-from countdown_rlvr.traces import direct_trace, search_trace
 
 
 def realistic_traces(n: int, seed: int = 0) -> list[str]:

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from countdown_rlvr.logprobs import token_entropy, token_logprobs
+from countdown_rlvr.model.logprobs import token_entropy, token_logprobs
 
 MB = 2**20
 

@@ -20,10 +20,10 @@ import time
 
 import torch
 
-from countdown_rlvr.config import RL, from_section
-from countdown_rlvr.io import load_params
-from countdown_rlvr.model import build_tiny, load_model
-from countdown_rlvr.sampling import generate
+from countdown_rlvr.core.config import RL, from_section
+from countdown_rlvr.core.io import load_params
+from countdown_rlvr.model.policy import build_tiny, load_model
+from countdown_rlvr.model.sampling import generate
 from countdown_rlvr.task.prompts import solve_prompt
 from countdown_rlvr.train.rloo import (
     _loss,

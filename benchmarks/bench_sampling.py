@@ -1,4 +1,4 @@
-"""Sampling throughput at the evaluation geometry: the current sampler (`countdown_rlvr.decode`
+"""Sampling throughput at the evaluation geometry: the current sampler (`countdown_rlvr.model.decode`
 as `sampling.generate` drives it) against the previous one (the loop frozen in
 benchmarks/baseline_decode.py, at the previous batch size and seeding), in one run on the same
 prompts.
@@ -63,9 +63,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 import baseline_decode
 
-from countdown_rlvr import decode as decoding
-from countdown_rlvr.decode import KVStore, decode, decoder_layers
-from countdown_rlvr.model import (
+from countdown_rlvr.model import decode as decoding
+from countdown_rlvr.model.decode import KVStore, decode, decoder_layers
+from countdown_rlvr.model.policy import (
     TINY_PRESETS,
     build_tiny,
     build_tokenizer,
@@ -73,7 +73,7 @@ from countdown_rlvr.model import (
     render_prompts,
     tiny_config,
 )
-from countdown_rlvr.sampling import SAMPLER_KEYS, derive_seed, sampler_params
+from countdown_rlvr.model.sampling import SAMPLER_KEYS, derive_seed, sampler_params
 from countdown_rlvr.task.prompts import solve_prompt
 
 PREVIOUS_BATCH = 256  # evaluate.batch_size before this change

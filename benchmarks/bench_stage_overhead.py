@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LOAD = """
 import sys, time
-from countdown_rlvr.model import load_model
+from countdown_rlvr.model.policy import load_model
 t0 = time.perf_counter()
 load_model(sys.argv[1])
 print(f"LOAD {time.perf_counter() - t0:.6f}")
@@ -123,7 +123,7 @@ def main() -> None:
         trees = {"baseline": tmp / "head", "new": ROOT}
         check_trees(trees)
         policy = tmp / "policy"
-        build = "import sys; from countdown_rlvr.model import build_tiny; " \
+        build = "import sys; from countdown_rlvr.model.policy import build_tiny; " \
                 "build_tiny('student', sys.argv[1], seed=0)"
         run(ROOT, ["-c", build, str(policy)])
 

@@ -48,9 +48,9 @@ def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
 
     import torch
 
-    from countdown_rlvr.config import RL, SFT, from_section
-    from countdown_rlvr.io import load_params, read_jsonl
-    from countdown_rlvr.model import configure, load_model
+    from countdown_rlvr.core.config import RL, SFT, from_section
+    from countdown_rlvr.core.io import load_params, read_jsonl
+    from countdown_rlvr.model.policy import configure, load_model
     from countdown_rlvr.train import runtime
     from countdown_rlvr.train.losses import completion_nll
     from countdown_rlvr.train.rloo import _Sums, step_rollouts, update

@@ -113,7 +113,7 @@ class Row:
 def merge(base: dict, override: dict) -> dict:
     """params.yaml with a file of overrides, as the tests merge the smoke params (a null
     deletes the key)."""
-    from countdown_rlvr.config import merged
+    from countdown_rlvr.core.config import merged
 
     return merged(base, override, null_deletes=True)
 
@@ -553,8 +553,8 @@ def divergence_gaps(model, tok, prompts: list[str], ours: list[list[int]], hf: l
 
 
 def check_sampler(size: Size, device: str, dtype, params: dict, qwen: dict) -> list[Row]:
-    from countdown_rlvr.model import build_tokenizer
-    from countdown_rlvr.sampling import generate
+    from countdown_rlvr.model.policy import build_tokenizer
+    from countdown_rlvr.model.sampling import generate
     from countdown_rlvr.task import solve_prompt
 
     rows: list[Row] = []
@@ -650,10 +650,10 @@ def check_training(size: Size, device: str, dtype, qwen: dict) -> list[Row]:
 
     import torch
 
-    from countdown_rlvr.config import RL, SFT, from_section
-    from countdown_rlvr.model import build_tokenizer, configure
+    from countdown_rlvr.core.config import RL, SFT, from_section
+    from countdown_rlvr.data.traces import search_trace
+    from countdown_rlvr.model.policy import build_tokenizer, configure
     from countdown_rlvr.task import solve_prompt
-    from countdown_rlvr.traces import search_trace
     from countdown_rlvr.train import runtime
     from countdown_rlvr.train.rloo import step_rollouts, update
     from countdown_rlvr.train.sft import train_sft

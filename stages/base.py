@@ -10,8 +10,8 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/base.py`
 
 from pathlib import Path
 
-from countdown_rlvr.config import Base, Model, from_section
-from countdown_rlvr.model import load_stage, new_tiny, pretraining_corpus
+from countdown_rlvr.core.config import Base, Model, from_section
+from countdown_rlvr.model.policy import load_stage, new_tiny, pretraining_corpus
 from countdown_rlvr.train.runtime import pass_through
 from countdown_rlvr.train.sft import fit_sft
 

@@ -3,15 +3,15 @@
 DVC removes a stage's outputs just before it runs that stage, so a bad value found by the
 stage itself (`problems.n_train: -5`) would leave the previous outputs deleted. This stage
 runs first (`problems` and `base`, the roots of the graph, depend on its output), builds
-every stage's config (countdown_rlvr.stage_params) and stops the run with every problem of
+every stage's config (countdown_rlvr.cli.stage_params) and stops the run with every problem of
 the params listed at once (bad values, unknown or missing keys, relations between values).
 
 Its output is written only when every param is valid and never changes (DVC keeps it:
 `persist: true`), so passing the check re-runs nothing downstream.
 """
 
-from countdown_rlvr import io
-from countdown_rlvr.stage_params import check_all
+from countdown_rlvr.cli.stage_params import check_all
+from countdown_rlvr.core import io
 
 OUT = "reports/details/check_params.json"
 

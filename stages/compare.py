@@ -1,16 +1,16 @@
 """Stage `compare`: every policy's pass@k and every pair of `compare.pairs`, per replicate
 (paired over problems, as one draw allows) and pooled over replicates (the replicate as the
 unit). Writes reports/details/compare.json and reports/compare.md; the `report` stage picks
-the headline DVC metrics from them (countdown_rlvr.headline).
+the headline DVC metrics from them (countdown_rlvr.analysis.headline).
 """
 
 from pathlib import Path
 
-from countdown_rlvr import io
-from countdown_rlvr.compare import SHARED, compare_replicates, replicates_markdown
-from countdown_rlvr.config import Compare, Evaluate, Replicates, from_section
-from countdown_rlvr.metrics import read_records
-from countdown_rlvr.replicates import tag
+from countdown_rlvr.analysis.compare import SHARED, compare_replicates, replicates_markdown
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Compare, Evaluate, Replicates, from_section
+from countdown_rlvr.core.replicates import tag
+from countdown_rlvr.eval.metrics import read_records
 
 
 def runs_of(ev: Evaluate, seeds: list[int]) -> dict[str, list[str]]:

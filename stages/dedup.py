@@ -7,9 +7,9 @@ one (problem, prompt), so a repair example is never a duplicate of its plain sol
 
 from collections import Counter
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Dedup, from_section
-from countdown_rlvr.dedup import dedup_records, train_val_split
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Dedup, from_section
+from countdown_rlvr.data.dedup import dedup_records, train_val_split
 
 OUT = "data/sft"
 
@@ -20,7 +20,7 @@ def main() -> None:
     io.require_inputs("dedup", *paths)
     records = [r for path in paths for r in io.read_jsonl(path)]
     # the S1 setting compares across problems; MiniLM barely reads numbers, so by default
-    # only traces of the same problem are compared (see countdown_rlvr.dedup)
+    # only traces of the same problem are compared (see countdown_rlvr.data.dedup)
     kept, metrics = dedup_records(records, threshold=cfg.threshold,
                                   group_key=("problem_id", "prompt") if cfg.per_problem else None)
     train, val = train_val_split(kept, val_frac=cfg.val_frac, seed=cfg.seed)

@@ -14,10 +14,10 @@ Writes reports/{details,timings}/diagnose/r<seed>.json.
 import sys
 import time
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Diagnose, Evaluate, from_section
-from countdown_rlvr.metrics import read_records
-from countdown_rlvr.replicates import parse_replicate, run_name, tag
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Diagnose, Evaluate, from_section
+from countdown_rlvr.core.replicates import parse_replicate, run_name, tag
+from countdown_rlvr.eval.metrics import read_records
 from countdown_rlvr.research.diagnose import diagnosis
 
 

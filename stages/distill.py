@@ -19,14 +19,14 @@ r<seed>.json and dvclive/distill/<condition>/r<seed>.
 import sys
 import time
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Distill, prompt_style
-from countdown_rlvr.model import load_replicate_stage
-from countdown_rlvr.replicates import model_dir, run_name, tag
-from countdown_rlvr.research import untrained
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Distill, prompt_style
+from countdown_rlvr.core.replicates import model_dir, run_name, tag
+from countdown_rlvr.model.policy import load_replicate_stage
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples, read_repairs
 from countdown_rlvr.train.runtime import init_policy
 from countdown_rlvr.train.sft import fit_sft
+from countdown_rlvr.train.untrained import untrained
 
 
 def main(argv: list[str]) -> None:

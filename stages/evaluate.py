@@ -16,12 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Evaluate, eval_sampler, prompt_style
-from countdown_rlvr.evaluate import evaluate_policy, extra_metrics, not_trained
-from countdown_rlvr.metrics import records_frame, summarize, write_records
-from countdown_rlvr.model import load_stage, policy_ref
-from countdown_rlvr.replicates import model_dir, parse_replicate, tag
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Evaluate, eval_sampler, prompt_style
+from countdown_rlvr.core.replicates import model_dir, parse_replicate, tag
+from countdown_rlvr.eval.metrics import records_frame, summarize, write_records
+from countdown_rlvr.eval.scoring import evaluate_policy, extra_metrics, not_trained
+from countdown_rlvr.model.policy import load_stage, policy_ref
 
 USAGE = ("usage: python stages/evaluate.py <policy> [<seed>]: a seed for the policies of "
          "`evaluate.policies` / `evaluate.first_replicate_only`, none for `evaluate.shared`")

@@ -28,8 +28,8 @@ dvclive/int/r<seed>/{sft,solver_sft,rloo,plain_rl}.
 
 import sys
 
-from countdown_rlvr import io
-from countdown_rlvr.config import (
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import (
     RL,
     Interventions,
     Traces,
@@ -37,8 +37,9 @@ from countdown_rlvr.config import (
     from_section,
     prompt_style,
 )
-from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
-from countdown_rlvr.replicates import for_replicate, model_dir, run_name, tag
+from countdown_rlvr.core.replicates import for_replicate, model_dir, run_name, tag
+from countdown_rlvr.core.timing import timed
+from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.research import INT_POLICY_DIRS
 from countdown_rlvr.research.interventions import (
     find_unsolved,
@@ -52,7 +53,6 @@ from countdown_rlvr.research.interventions import (
     train_solver_baseline,
     unsolved_pass_at_k,
 )
-from countdown_rlvr.timing import timed
 from countdown_rlvr.train.runtime import init_policy
 
 UNSEEN = "data/problems/unseen.jsonl"  # no stage trains on these problems

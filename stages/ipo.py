@@ -11,11 +11,11 @@ only. The reference is the SFT policy, frozen. Also runs under
 
 import sys
 
-from countdown_rlvr import io
-from countdown_rlvr.config import IPO
-from countdown_rlvr.model import load_replicate_stage
-from countdown_rlvr.pairs import SOURCES
-from countdown_rlvr.replicates import model_dir, run_name
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import IPO
+from countdown_rlvr.core.replicates import model_dir, run_name
+from countdown_rlvr.data.pairs import SOURCES
+from countdown_rlvr.model.policy import load_replicate_stage
 from countdown_rlvr.train.ipo import train_ipo
 from countdown_rlvr.train.runtime import fit_and_save, frozen_copy, init_policy
 

@@ -1,6 +1,6 @@
 """Stage `opd` and its arms: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
 
-    python stages/opd.py <variant> <seed>   # variant: `opd` or an OPD arm (countdown_rlvr.arms)
+    python stages/opd.py <variant> <seed>   # variant: `opd` or an OPD arm (countdown_rlvr.core.arms)
                                             # -> data/models/<variant>/r<seed>
 
 Every variant starts from the same SFT policy with the same steps and rollouts (a variant's
@@ -17,10 +17,10 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/opd.py <
 
 import sys
 
-from countdown_rlvr import io
-from countdown_rlvr.config import OPD, prompt_style
-from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
-from countdown_rlvr.replicates import model_dir, run_name
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import OPD, prompt_style
+from countdown_rlvr.core.replicates import model_dir, run_name
+from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
@@ -41,7 +41,7 @@ def load_teacher(stage: str, student_tok):
 def main(argv: list[str]) -> None:
     if not argv:
         raise io.StageError("opd", "usage: python stages/opd.py <variant> <seed> (<variant>: opd "
-                                   "or an OPD arm of countdown_rlvr.arms, a params.yaml section)")
+                                   "or an OPD arm of countdown_rlvr.core.arms, a params.yaml section)")
     stage = argv[0]  # a variant's section lists only what differs from opd's (the arms' rule)
     params, cfg, r = load_replicate_stage(stage, OPD, argv[1] if len(argv) == 2 else None,
                                           inherit=None if stage == "opd" else "opd")  # fails

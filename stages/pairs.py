@@ -1,7 +1,7 @@
 """Stage `pairs`: preference pairs from every source of S1 §3.1.3 and the base model's
 failures, with the chosen/rejected verdicts and lengths; `ipo.sources` chooses among them.
 
-Chosen and rejected of each pair share a style (countdown_rlvr.pairs), and each source is cut
+Chosen and rejected of each pair share a style (countdown_rlvr.data.pairs), and each source is cut
 to `pairs.max_per_source` pairs (a seeded choice), so the IPO runs compare sources, not sizes.
 reports/metrics/pairs.json: pairs per source, built and kept."""
 
@@ -10,12 +10,9 @@ from collections import Counter
 
 import pandas as pd
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Pairs, prompt_style
-from countdown_rlvr.evaluate import evaluate_policy
-from countdown_rlvr.metrics import none_if_missing
-from countdown_rlvr.model import load_model, load_stage
-from countdown_rlvr.pairs import (
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Pairs, prompt_style
+from countdown_rlvr.data.pairs import (
     SOURCES,
     base_pairs,
     cap_sources,
@@ -23,6 +20,9 @@ from countdown_rlvr.pairs import (
     style_counts,
     teacher_pairs,
 )
+from countdown_rlvr.eval.metrics import none_if_missing
+from countdown_rlvr.eval.scoring import evaluate_policy
+from countdown_rlvr.model.policy import load_model, load_stage
 
 PROBLEMS, SOLVER = "data/problems/train.jsonl", "data/traces/solver.jsonl"
 TEACHER, BASE = "data/traces/teacher_samples.parquet", "data/models/base"
@@ -30,7 +30,7 @@ OUT = "data/pairs/pairs.jsonl"
 
 
 def _samples(df: pd.DataFrame, prompts: dict[str, str]) -> list[dict]:
-    """Sample records as `countdown_rlvr.pairs` rows: a missing failure / value is None
+    """Sample records as `countdown_rlvr.data.pairs` rows: a missing failure / value is None
     (pandas may read it as NaN, which `is not None` lets through)."""
     return [{"problem_id": r.problem_id, "numbers": list(r.numbers), "target": int(r.target),
              "n_numbers": int(r.n_numbers), "prompt": prompts[r.problem_id],

@@ -5,8 +5,8 @@ transfer is measured on problems the student has never seen in training."""
 
 from collections import Counter
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Problems, from_section
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Problems, from_section
 from countdown_rlvr.task import generate_problems, problem_key
 
 OUT = "data/problems"

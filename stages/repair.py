@@ -22,12 +22,13 @@ reports/{details,timings}/repair/r<seed>.json.
 import sys
 import time
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Repair, eval_sampler, prompt_style
-from countdown_rlvr.evaluate import evaluate_policy
-from countdown_rlvr.metrics import write_records
-from countdown_rlvr.model import load_model, load_replicate_stage, policy_ref
-from countdown_rlvr.replicates import model_dir, run_name, tag
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Repair, eval_sampler, prompt_style
+from countdown_rlvr.core.replicates import model_dir, run_name, tag
+from countdown_rlvr.eval.metrics import write_records
+from countdown_rlvr.eval.scoring import evaluate_policy
+from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
+from countdown_rlvr.model.sampling import derive_seed
 from countdown_rlvr.research.repair import (
     by_failure,
     check_conditions,
@@ -38,7 +39,6 @@ from countdown_rlvr.research.repair import (
     select_attempts,
     write_repairs,
 )
-from countdown_rlvr.sampling import derive_seed
 
 TRAIN = "data/problems/train.jsonl"
 

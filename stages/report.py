@@ -6,9 +6,15 @@ report re-renders in a clone without the data cache."""
 import time
 from pathlib import Path
 
-from countdown_rlvr import claims, headline, io
-from countdown_rlvr.config import Evaluate, Replicates, Report, from_section
-from countdown_rlvr.report import IPO_SOURCES, MissingInputs, render_report, report_policies
+from countdown_rlvr.analysis import claims, headline
+from countdown_rlvr.analysis.report import (
+    IPO_SOURCES,
+    MissingInputs,
+    render_report,
+    report_policies,
+)
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Evaluate, Replicates, Report, from_section
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 

@@ -6,7 +6,7 @@ frozen SFT policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated
 (S1 Alg. 1). Per-step diagnostics in dvclive/rloo/r<seed>; first / final values in
 reports/metrics/rloo/r<seed>.json.
 
-    python stages/rloo.py <arm> <replicate seed>   # arm: `rloo` or an RLOO arm (countdown_rlvr.arms)
+    python stages/rloo.py <arm> <replicate seed>   # arm: `rloo` or an RLOO arm (countdown_rlvr.core.arms)
 
 An arm other than `rloo` is the same run with its own section's keys over the `rloo:`
 section, so the arms differ only there (params.yaml says what each one sets and why). Each
@@ -17,10 +17,10 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py 
 
 import sys
 
-from countdown_rlvr import io
-from countdown_rlvr.config import RL, prompt_style
-from countdown_rlvr.model import load_replicate_stage
-from countdown_rlvr.replicates import model_dir, run_name
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import RL, prompt_style
+from countdown_rlvr.core.replicates import model_dir, run_name
+from countdown_rlvr.model.policy import load_replicate_stage
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
@@ -30,7 +30,7 @@ TRAIN = "data/problems/train.jsonl"
 def main(argv: list[str]) -> None:
     if not argv:
         raise io.StageError("rloo", "usage: python stages/rloo.py <arm> <seed> (<arm>: rloo or "
-                                    "an RLOO arm of countdown_rlvr.arms, a params.yaml section)")
+                                    "an RLOO arm of countdown_rlvr.core.arms, a params.yaml section)")
     stage = argv[0]  # the arm: its params section, its stage and its outputs' name
     # an arm's section lists only what differs from rloo's (arms.inherited_section: the rule
     # is applied here without reading the registry, so adding an arm re-runs no other arm)

@@ -13,10 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from countdown_rlvr import io
-from countdown_rlvr.config import SFT
-from countdown_rlvr.model import load_replicate_stage
-from countdown_rlvr.replicates import model_dir, run_name
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import SFT
+from countdown_rlvr.core.replicates import model_dir, run_name
+from countdown_rlvr.model.policy import load_replicate_stage
 from countdown_rlvr.train.runtime import init_policy, is_main_process
 from countdown_rlvr.train.sft import completion_metrics, fit_sft
 

@@ -14,10 +14,10 @@ model dir) is passed through.
 import random
 from pathlib import Path
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Teacher
-from countdown_rlvr.model import load_model, load_stage, new_tiny
-from countdown_rlvr.traces import strategy_prompt
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Teacher
+from countdown_rlvr.data.traces import strategy_prompt
+from countdown_rlvr.model.policy import load_model, load_stage, new_tiny
 from countdown_rlvr.train.runtime import pass_through
 from countdown_rlvr.train.sft import fit_sft
 

@@ -5,14 +5,14 @@ All samples (correct or not) are kept in a Parquet file: `pairs` draws the teach
 easy and near-miss negatives from them.
 """
 
-from countdown_rlvr import io
-from countdown_rlvr.config import TeacherTraces, prompt_style
-from countdown_rlvr.evaluate import score_samples
-from countdown_rlvr.metrics import records_frame, teacher_yield
-from countdown_rlvr.model import load_model, load_stage
-from countdown_rlvr.sampling import generate
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import TeacherTraces, prompt_style
+from countdown_rlvr.data.traces import strategy_prompt
+from countdown_rlvr.eval.metrics import records_frame, teacher_yield
+from countdown_rlvr.eval.scoring import score_samples
+from countdown_rlvr.model.policy import load_model, load_stage
+from countdown_rlvr.model.sampling import generate
 from countdown_rlvr.task import get_reward, solve_prompt
-from countdown_rlvr.traces import strategy_prompt
 
 SRC, MODEL = "data/problems/train.jsonl", "data/models/teacher"
 OUT, SAMPLES = "data/traces/teacher.jsonl", "data/traces/teacher_samples.parquet"

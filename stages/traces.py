@@ -1,16 +1,16 @@
 """Stage `traces`: verified solver step traces of the train problems, in several styles,
-and repair-format examples (countdown_rlvr.repair_data) for a share `traces.repair_frac` of
+and repair-format examples (countdown_rlvr.data.repair_data) for a share `traces.repair_frac` of
 them: data/traces/repair.jsonl, a `dedup` source for the student's SFT only (the teacher
 reads solver.jsonl: it is never asked to repair, and its traces should stay plain solves)."""
 
 import random
 from collections import Counter
 
-from countdown_rlvr import io
-from countdown_rlvr.config import Traces, from_section, prompt_style
-from countdown_rlvr.repair_data import repair_counts, repair_examples
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import Traces, from_section, prompt_style
+from countdown_rlvr.data.repair_data import repair_counts, repair_examples
+from countdown_rlvr.data.traces import solver_traces
 from countdown_rlvr.task import solve_prompt
-from countdown_rlvr.traces import solver_traces
 
 SRC, OUT, REPAIR = "data/problems/train.jsonl", "data/traces/solver.jsonl", "data/traces/repair.jsonl"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from countdown_rlvr.config import merged
+from countdown_rlvr.core.config import merged
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -99,7 +99,7 @@ def hub_model(tmp_path_factory) -> Path:
     import torch
     from transformers import Qwen2ForCausalLM
 
-    from countdown_rlvr.model import TINY_PRESETS, build_tokenizer, tiny_config
+    from countdown_rlvr.model.policy import TINY_PRESETS, build_tokenizer, tiny_config
 
     tok = build_tokenizer()
     tok.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})

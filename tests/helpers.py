@@ -26,7 +26,7 @@ def config_of(cls, path: str, overrides: dict | None = None, inherit: str | None
 
     import yaml
 
-    from countdown_rlvr.config import from_section, merged
+    from countdown_rlvr.core.config import from_section, merged
 
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     *parents, last = path.split(".")

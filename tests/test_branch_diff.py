@@ -1,4 +1,4 @@
-"""`countdown-rlvr diff A [B]` (= `python -m countdown_rlvr.branch_diff A [B]`): two sides'
+"""`countdown-rlvr diff A [B]` (= `python -m countdown_rlvr.analysis.branch_diff A [B]`): two sides'
 per-replicate results (git revisions, DVC experiments or the workspace); paired by seed when
 the shared inputs' data/ hashes in dvc.lock match, Welch and a warning otherwise; Holm over the
 tested rows; works without the DVC cache."""
@@ -17,8 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ttest_1samp, ttest_ind
 
-from countdown_rlvr import cli
-from countdown_rlvr.branch_diff import (
+from countdown_rlvr.analysis.branch_diff import (
     NOT_A_TEST,
     SHARED_STAGES,
     compare,
@@ -27,6 +26,7 @@ from countdown_rlvr.branch_diff import (
     diff,
     main,
 )
+from countdown_rlvr.cli import main as cli
 
 FIXTURE = Path(__file__).parent / "fixtures/report/reports/details/eval"
 GIT = ("git", "-c", "user.email=t@t", "-c", "user.name=t")
@@ -203,7 +203,7 @@ def test_alpha_outside_0_1_is_a_clear_error(inrepo, alpha, capsys):
     ("nokeys", ["nokeys:reports/details/eval/rloo/r2.json is corrupt", "KeyError"]),
 ])
 def test_bad_revisions_are_clear_errors_naming_the_fix(inrepo, rev, says):
-    proc = subprocess.run([sys.executable, "-m", "countdown_rlvr.branch_diff", "main", rev],
+    proc = subprocess.run([sys.executable, "-m", "countdown_rlvr.analysis.branch_diff", "main", rev],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
     assert all(s in proc.stderr for s in says), proc.stderr

@@ -1,9 +1,9 @@
-"""Tests for countdown_rlvr.checks: each arm's stated check on its details' keys, per
+"""Tests for countdown_rlvr.analysis.checks: each arm's stated check on its details' keys, per
 replicate, and what a claim reads when an arm fails or was not measured."""
 
 import pytest
 
-from countdown_rlvr.checks import (
+from countdown_rlvr.analysis.checks import (
     CHECKS,
     FAIL,
     NOT_MEASURED,

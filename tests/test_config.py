@@ -13,9 +13,9 @@ from conftest import ROOT, merge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.config import at, has, leaves, merged
-from countdown_rlvr.io import StageError, atomic_path, clear_stale_tmp, load_params
-from countdown_rlvr.overrides import STOP_FLAG
+from countdown_rlvr.cli.overrides import STOP_FLAG
+from countdown_rlvr.core.config import at, has, leaves, merged
+from countdown_rlvr.core.io import StageError, atomic_path, clear_stale_tmp, load_params
 
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -35,7 +35,7 @@ def test_the_shipped_params_and_overrides_are_valid(tmp_path, name):
     assert load_params(ROOT / "params.yaml")["rloo"]["reward"] == "binary"
     # and every stage's config builds, relations across sections included (evaluate.ks <=
     # evaluate.n, compare.ks, diagnose.k, ...), as `check_params` builds them
-    from countdown_rlvr.stage_params import check_all
+    from countdown_rlvr.cli.stage_params import check_all
 
     assert check_all(params) > 20
 
@@ -113,7 +113,7 @@ def test_a_bad_value_is_refused_naming_key_value_and_what_is_allowed(tmp_path, o
 
 
 def test_a_repeat_message_shows_the_list_and_the_rule():
-    from countdown_rlvr.config import problems_in
+    from countdown_rlvr.core.config import problems_in
 
     assert problems_in({"evaluate": {"splits": ["test", "test"]}}) == [(
         "`evaluate.splits` is ['test', 'test']; allowed: a list (at least 1) of one of test, "
@@ -139,7 +139,7 @@ ROTATIONS = {("traces", "styles"): ["direct", "search"],
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_a_list_with_a_repeat_is_refused_unless_it_is_a_rotation(data):
-    from countdown_rlvr.config import problems_in
+    from countdown_rlvr.core.config import problems_in
 
     (section, key), pool = data.draw(st.sampled_from(sorted({**UNIQUE_LISTS, **ROTATIONS}.items())))
     distinct = data.draw(st.lists(st.sampled_from(pool), min_size=1, unique=True))
@@ -202,18 +202,18 @@ def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
 
 def test_rule_copies_agree_with_the_code_they_mirror():
     """config reads no torch / task code, so it keeps copies of these; they must agree."""
-    from countdown_rlvr.config import MAX_NUMBERS, RULES
-    from countdown_rlvr.model import TINY_PRESETS
+    from countdown_rlvr.core.config import MAX_NUMBERS, RULES
+    from countdown_rlvr.data.traces import STRATEGY_HINTS, STYLES
+    from countdown_rlvr.model.policy import TINY_PRESETS
     from countdown_rlvr.task.solve import MAX_NUMBERS as SOLVER_MAX
-    from countdown_rlvr.traces import STRATEGY_HINTS, STYLES
     from countdown_rlvr.train.losses import LOSS_AGGREGATIONS
 
     assert MAX_NUMBERS == SOLVER_MAX
     assert all(RULES["loss_agg"](a) is None for a in LOSS_AGGREGATIONS) and RULES["loss_agg"]("x")
     assert all(RULES["teacher_strategy"](h) is None for h in [*STRATEGY_HINTS, None])
     assert RULES["teacher_strategy"]("x")
-    from countdown_rlvr.config import FAILURE_TYPES
-    from countdown_rlvr.repair_data import FAILURE_ORDER
+    from countdown_rlvr.core.config import FAILURE_TYPES
+    from countdown_rlvr.data.repair_data import FAILURE_ORDER
 
     assert set(FAILURE_TYPES) == set(FAILURE_ORDER)
     assert RULES["repair_mix"]({"WRONG_TARGET": 0.5, "NUMBER_REUSED": 0.5}) is None
@@ -228,7 +228,7 @@ def test_rule_copies_agree_with_the_code_they_mirror():
 
 
 def test_from_section_names_the_missing_key_and_inherits(tmp_path):
-    from countdown_rlvr.config import OPD, RL, from_section
+    from countdown_rlvr.core.config import OPD, RL, from_section
 
     params = load_params(ROOT / "params.yaml")
     rl = from_section(RL, "int", params, "int.rloo", inherit="rloo")
@@ -245,7 +245,7 @@ def test_from_section_names_the_missing_key_and_inherits(tmp_path):
 
 
 def test_int_n_problems_must_be_a_number_where_rloo_may_be_null():
-    from countdown_rlvr.config import problems_in
+    from countdown_rlvr.core.config import problems_in
 
     assert problems_in({"int": {"n_problems": None}}) == [
         "`int.n_problems` is None; allowed: an integer >= 1"]
@@ -267,7 +267,7 @@ SECTION_CLASSES = {
 
 
 def test_every_params_section_is_one_dataclass_built_from_params_yaml():
-    from countdown_rlvr import config
+    from countdown_rlvr.core import config
 
     params = load_params(ROOT / "params.yaml")
     assert set(params) == set(SECTION_CLASSES)  # a new section needs its dataclass
@@ -298,7 +298,7 @@ def test_relations_between_values_are_refused_by_the_section_dataclass(cls, path
                                                                       message):
     from helpers import config_of
 
-    from countdown_rlvr import config
+    from countdown_rlvr.core import config
 
     with pytest.raises(StageError, match=message + r".*\(fix the `" + path + ":` section"):
         config_of(getattr(config, cls), path, overrides)
@@ -311,9 +311,9 @@ def test_relations_between_values_are_refused_by_the_section_dataclass(cls, path
     ("rloo: {reward: shaped\n", "is not valid YAML (line 2, column 1: "),
 ])
 def test_the_overrides_helper_refuses_a_bad_file_in_one_line(tmp_path, capsys, content, says):
-    """`dvc exp run $(python -m countdown_rlvr.overrides FILE)`: a wrong FILE is a usage error
+    """`dvc exp run $(python -m countdown_rlvr.cli.overrides FILE)`: a wrong FILE is a usage error
     (exit code 2) with one line naming the fix, not a traceback."""
-    from countdown_rlvr.overrides import main
+    from countdown_rlvr.cli.overrides import main
 
     path = tmp_path / "params.mine.yaml"
     if content is not None:
@@ -327,7 +327,7 @@ def test_the_overrides_helper_refuses_a_bad_file_in_one_line(tmp_path, capsys, c
 
 
 def test_the_overrides_helper_as_the_shell_runs_it(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "countdown_rlvr.overrides", "params.nope.yaml"],
+    proc = subprocess.run([sys.executable, "-m", "countdown_rlvr.cli.overrides", "params.nope.yaml"],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert (proc.returncode, proc.stdout) == (2, STOP_FLAG + "\n")
     assert proc.stderr == ("[overrides] error: params.nope.yaml not found; pass the path of an "
@@ -435,7 +435,7 @@ def test_at_and_has_agree_with_the_leaves(tree, path):
     else:  # missing, or a mapping without leaves
         assert value is None or (isinstance(value, dict) and not leaves(value))
         assert has(tree, path) == isinstance(value, dict)
-    from countdown_rlvr.stage_params import leaves as stage_leaves
+    from countdown_rlvr.cli.stage_params import leaves as stage_leaves
 
     assert list(stage_leaves(tree, path)) == list(old_stage_leaves(tree, path))
 

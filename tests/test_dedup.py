@@ -9,8 +9,14 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr import dedup
-from countdown_rlvr.dedup import dedup_records, embed, greedy_dedup, minilm_path, train_val_split
+from countdown_rlvr.data import dedup
+from countdown_rlvr.data.dedup import (
+    dedup_records,
+    embed,
+    greedy_dedup,
+    minilm_path,
+    train_val_split,
+)
 
 
 def brute_force(x: np.ndarray, threshold: float) -> np.ndarray:

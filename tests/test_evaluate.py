@@ -18,9 +18,8 @@ import pytest
 import yaml
 from scipy.stats import binomtest
 
-from countdown_rlvr.compare import compare_markdown, compare_policies
-from countdown_rlvr.evaluate import evaluate_policy, not_trained, score_samples
-from countdown_rlvr.metrics import (
+from countdown_rlvr.analysis.compare import compare_markdown, compare_policies
+from countdown_rlvr.eval.metrics import (
     RECORD_COLUMNS,
     RECORDS_SCHEMA,
     read_records,
@@ -28,7 +27,8 @@ from countdown_rlvr.metrics import (
     summarize,
     write_records,
 )
-from countdown_rlvr.model import ModelRef, build_tiny, load_model, policy_ref
+from countdown_rlvr.eval.scoring import evaluate_policy, not_trained, score_samples
+from countdown_rlvr.model.policy import ModelRef, build_tiny, load_model, policy_ref
 from countdown_rlvr.task import get_reward
 
 SAMPLER = {"backend": "hf", "temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_new_tokens": 8}
@@ -220,7 +220,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_not_trained_reads_the_marker_a_stage_leaves_in_an_unchanged_copy(tmp_path, monkeypatch):
-    from countdown_rlvr.research import untrained
+    from countdown_rlvr.train.untrained import untrained
 
     src = tmp_path / "data/models/sft/r0"
     src.mkdir(parents=True)
@@ -243,7 +243,7 @@ def test_not_trained_reads_the_marker_a_stage_leaves_in_an_unchanged_copy(tmp_pa
 def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys):
     """No sampling for a policy its training stage never trained; the declared outs still
     exist: empty records with the fixed schema and details that say why."""
-    from countdown_rlvr.research import NOT_TRAINED
+    from countdown_rlvr.train.untrained import NOT_TRAINED
 
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     model = tmp_path / "data/models/distill_R/r0"  # an SFT copy in real runs

@@ -1,16 +1,16 @@
-"""dvc.yaml is generated from countdown_rlvr.experiment: the committed file is current, and
+"""dvc.yaml is generated from countdown_rlvr.cli.experiment: the committed file is current, and
 the generator derives code deps and params as documented."""
 
 import yaml
 from conftest import ROOT
 
-from countdown_rlvr import experiment
-from countdown_rlvr.experiment import STAGES, code_deps, param_keys
+from countdown_rlvr.cli import experiment
+from countdown_rlvr.cli.experiment import STAGES, code_deps, param_keys
 
 
 def test_committed_dvc_yaml_is_generated():
     assert (ROOT / "dvc.yaml").read_text() == experiment.generate(), \
-        "dvc.yaml is stale: run `python -m countdown_rlvr.experiment --write`"
+        "dvc.yaml is stale: run `python -m countdown_rlvr.cli.experiment --write`"
 
 
 def test_every_stage_script_exists_and_names_are_unique():
@@ -24,7 +24,7 @@ def test_generated_yaml_lists_the_table_in_order():
     doc = yaml.safe_load(experiment.generate())
     assert list(doc["stages"]) == [s.name for s in STAGES]
     assert doc["stages"]["ipo_first"]["deps"] == doc["stages"]["ipo"]["deps"]  # an alias
-    assert experiment.generate().startswith("# GENERATED from src/countdown_rlvr/experiment.py")
+    assert experiment.generate().startswith("# GENERATED from src/countdown_rlvr/cli/experiment.py")
     assert max(map(len, experiment.generate().splitlines())) <= experiment.WIDTH
 
 
@@ -34,7 +34,7 @@ def test_code_deps_are_the_import_closure_with_whole_packages_as_directories():
     assert not any(d.startswith("src/countdown_rlvr/task/") for d in problems)
     rloo = code_deps("rloo")
     assert "src/countdown_rlvr/train/rloo.py" in rloo and "src/countdown_rlvr/train" not in rloo
-    assert "src/countdown_rlvr/compare.py" not in rloo
+    assert "src/countdown_rlvr/analysis/compare.py" not in rloo
     check = next(s for s in STAGES if s.name == "check_params")
     assert experiment.deps(check)[1:] == [experiment.Out("src/countdown_rlvr")]
 

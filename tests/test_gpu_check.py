@@ -147,7 +147,7 @@ def test_a_real_greedy_difference_is_no_near_tie(one_thread):
     token far below HF's choice exceeds the tolerance."""
     import torch
 
-    from countdown_rlvr.model import build_tokenizer
+    from countdown_rlvr.model.policy import build_tokenizer
     from countdown_rlvr.task import solve_prompt
 
     tok = build_tokenizer()

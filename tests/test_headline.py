@@ -16,9 +16,10 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from countdown_rlvr import claims, headline, io
-from countdown_rlvr.claims import Claim
-from countdown_rlvr.results import load_inputs
+from countdown_rlvr.analysis import claims, headline
+from countdown_rlvr.analysis.claims import Claim
+from countdown_rlvr.analysis.results import load_inputs
+from countdown_rlvr.core import io
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures/report/reports"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.io import read_jsonl, write_jsonl
+from countdown_rlvr.core.io import read_jsonl, write_jsonl
 
 
 def test_a_bad_line_names_the_file_the_line_and_what_is_wrong(tmp_path):

@@ -12,9 +12,9 @@ import torch
 from helpers import RecordingLive, config_of
 from test_sft import TINY, launch_two_processes
 
-from countdown_rlvr.config import IPO
-from countdown_rlvr.io import StageError
-from countdown_rlvr.model import build_tiny, load_model
+from countdown_rlvr.core.config import IPO
+from countdown_rlvr.core.io import StageError
+from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.train.ipo import pair_logprobs, pair_rows, train_ipo
 from countdown_rlvr.train.losses import completion_nll
 from countdown_rlvr.train.sft import collate, example_row
@@ -110,9 +110,9 @@ def test_ipo_rejects_bad_config_and_unusable_pairs(tiny_dir):
 
 _LAUNCHED = textwrap.dedent("""
     import json, sys
-    from countdown_rlvr.model import load_model
+    from countdown_rlvr.model.policy import load_model
     from countdown_rlvr.train.ipo import train_ipo
-    from countdown_rlvr.config import IPO
+    from countdown_rlvr.core.config import IPO
     from countdown_rlvr.train.runtime import is_main_process
     from helpers import config_of
     from test_ipo import CFG, PAIRS

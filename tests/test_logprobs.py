@@ -5,8 +5,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 import torch
 
-from countdown_rlvr.logprobs import sequence_logprobs, token_entropy, token_logprobs
-from countdown_rlvr.model import build_tiny, load_model
+from countdown_rlvr.model.logprobs import sequence_logprobs, token_entropy, token_logprobs
+from countdown_rlvr.model.policy import build_tiny, load_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,4 +1,4 @@
-"""Tests for countdown_rlvr.metrics: estimators pinned to exact rationals, Monte Carlo checks of
+"""Tests for countdown_rlvr.eval.metrics: estimators pinned to exact rationals, Monte Carlo checks of
 their meaning, and summarize() on a hand-built set of records with hand-computed values."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.metrics import (
+from countdown_rlvr.eval.metrics import (
     best_of_n,
     diagnostics_at_k,
     expected_samples,

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from countdown_rlvr.evaluate import score_samples
-from countdown_rlvr.metrics import failure_counts, is_missing, none_if_missing, teacher_yield
-from countdown_rlvr.pairs import teacher_pairs
+from countdown_rlvr.data.pairs import teacher_pairs
+from countdown_rlvr.eval.metrics import failure_counts, is_missing, none_if_missing, teacher_yield
+from countdown_rlvr.eval.scoring import score_samples
+from countdown_rlvr.model.sampling import Sample
 from countdown_rlvr.research.repair import failed_attempts
-from countdown_rlvr.sampling import Sample
 from countdown_rlvr.task import get_reward
 
 ROOT = Path(__file__).resolve().parents[1]

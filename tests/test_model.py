@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-from countdown_rlvr.model import (
+from countdown_rlvr.model.policy import (
     EOS,
     TAGS,
     TINY_PRESETS,
@@ -192,8 +192,8 @@ def test_chat_prompts_are_rendered_by_the_template_wherever_a_prompt_is_tokenize
     """Sampling, SFT/IPO encoding and RL scoring all read the prompt through the chat
     template (system + user turns, then the assistant's turn); the tiny tokenizer, which
     has no template, keeps its plain prompts."""
-    from countdown_rlvr.model import CHAT_SYSTEM, load_model, render_prompts
-    from countdown_rlvr.sampling import Sample
+    from countdown_rlvr.model.policy import CHAT_SYSTEM, load_model, render_prompts
+    from countdown_rlvr.model.sampling import Sample
     from countdown_rlvr.task import solve_prompt
     from countdown_rlvr.train.rloo import pack_rollouts
     from countdown_rlvr.train.sft import encode
@@ -216,7 +216,7 @@ def test_chat_prompts_are_rendered_by_the_template_wherever_a_prompt_is_tokenize
 
 
 def test_model_dtype_setting_reaches_loads_and_accelerate(tiny_dir):
-    from countdown_rlvr.model import SETTINGS, configure, load_model, mixed_precision
+    from countdown_rlvr.model.policy import SETTINGS, configure, load_model, mixed_precision
 
     try:
         configure({"model": {"dtype": "bfloat16"}})
@@ -232,7 +232,7 @@ def test_model_dtype_setting_reaches_loads_and_accelerate(tiny_dir):
 
 def test_portable_base_is_the_hub_id_or_an_absolute_dir(tmp_path, tiny_dir, monkeypatch):
     """What an adapter records as its base: loadable from any working directory."""
-    from countdown_rlvr.model import portable_base
+    from countdown_rlvr.model.policy import portable_base
 
     (tmp_path / "ref").mkdir()
     (tmp_path / "ref/REF.json").write_text('{"base": "Qwen/Qwen2.5-0.5B"}')

@@ -1,11 +1,11 @@
-"""Every file of overrides applies with `dvc exp run $(python -m countdown_rlvr.overrides FILE)`:
+"""Every file of overrides applies with `dvc exp run $(python -m countdown_rlvr.cli.overrides FILE)`:
 DVC refuses a key params.yaml does not have, so each file's keys must all be params.yaml's."""
 
 import pytest
 import yaml
 from conftest import ROOT
 
-from countdown_rlvr.overrides import leaves
+from countdown_rlvr.cli.overrides import leaves
 
 PARAMS = leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
 

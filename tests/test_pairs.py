@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.pairs import (
+from countdown_rlvr.data.pairs import (
     base_pairs,
     cap_sources,
     scripted_pairs,
@@ -13,8 +13,8 @@ from countdown_rlvr.pairs import (
     teacher_pairs,
     trace_style,
 )
+from countdown_rlvr.data.traces import solver_traces
 from countdown_rlvr.task import generate_problems, operator_flips, solve_prompt, verify
-from countdown_rlvr.traces import solver_traces
 
 
 def _traces(n=20):

@@ -1,5 +1,5 @@
 """End to end on a hub-shaped model: `params.qwen.yaml` (the GPU recipe) applied with the
-README's `dvc exp run $(python -m countdown_rlvr.overrides ...)`, with a small local
+README's `dvc exp run $(python -m countdown_rlvr.cli.overrides ...)`, with a small local
 Qwen2-architecture chat model in place of the hub ids and params.smoke.yaml's sizes.
 Chat prompts, bfloat16 on CPU, LoRA / DoRA / full policies that load with plain
 transformers / peft from another directory."""
@@ -15,8 +15,8 @@ from conftest import ROOT
 from test_pipeline_data import ran
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from countdown_rlvr.model import CHAT_SYSTEM
-from countdown_rlvr.overrides import leaves, set_flags
+from countdown_rlvr.cli.overrides import leaves, set_flags
+from countdown_rlvr.model.policy import CHAT_SYSTEM
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ def qwen_values(hub_model: Path) -> dict:
 
 def test_overrides_cli_prints_set_flags():
     proc = __import__("subprocess").run(
-        [sys.executable, "-m", "countdown_rlvr.overrides", str(ROOT / "params.qwen.yaml")],
+        [sys.executable, "-m", "countdown_rlvr.cli.overrides", str(ROOT / "params.qwen.yaml")],
         capture_output=True, text=True, check=True)
     flags = proc.stdout.split()
     assert flags[:2] == ["-S", "model.base=Qwen/Qwen2.5-0.5B"] and "rloo.lr=1e-05" in flags

@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
+from countdown_rlvr.data.traces import direct_trace
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples
 from countdown_rlvr.task import problem_key, solve, solve_prompt, verify
-from countdown_rlvr.traces import direct_trace
 
 pytestmark = pytest.mark.slow
 

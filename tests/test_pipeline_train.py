@@ -6,7 +6,7 @@ import json
 import pytest
 from test_pipeline_data import ran
 
-from countdown_rlvr.model import load_model, policy_ref
+from countdown_rlvr.model.policy import load_model, policy_ref
 
 pytestmark = pytest.mark.slow
 

@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.repair_data import (
+from countdown_rlvr.data.repair_data import (
     CONDITIONS,
     FAILURE_ORDER,
     repair_counts,
     repair_examples,
     wrong_attempt,
 )
-from countdown_rlvr.research.repair import condition_feedback, repair_prompt
+from countdown_rlvr.data.traces import solver_traces
 from countdown_rlvr.task import extract_answer, generate_problems, problem_key, solve_prompt, verify
-from countdown_rlvr.traces import solver_traces
+from countdown_rlvr.task.repair_prompt import condition_feedback, repair_prompt
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_made_attempts_follow_the_configured_failure_mix(traces):
     import yaml
     from conftest import ROOT
 
-    from countdown_rlvr.repair_data import apportion
+    from countdown_rlvr.data.repair_data import apportion
 
     mix = yaml.safe_load((ROOT / "params.yaml").read_text())["traces"]["repair_mix"]
     types = apportion(mix, 200, random.Random(0))

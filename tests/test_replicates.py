@@ -12,9 +12,9 @@ from helpers import config_of
 from hypothesis import given
 from hypothesis import strategies as st
 
-from countdown_rlvr import config
-from countdown_rlvr.io import StageError
-from countdown_rlvr.replicates import (
+from countdown_rlvr.core import config
+from countdown_rlvr.core.io import StageError
+from countdown_rlvr.core.replicates import (
     STRIDE,
     for_replicate,
     model_dir,
@@ -141,6 +141,6 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
     ("data/eval/teacher/shared.parquet", "evaluate_shared"), ("elsewhere/model", None),
 ])
 def test_an_error_names_the_stage_group_that_writes_a_replicate_path(path, stage):
-    from countdown_rlvr.io import producing_stage
+    from countdown_rlvr.core.io import producing_stage
 
     assert producing_stage(path, ROOT / "dvc.yaml") == stage

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
-from countdown_rlvr.report import (
+from countdown_rlvr.analysis.report import (
     F0_LABEL,
     FIGURES,
     IPO_SOURCES,
@@ -181,7 +181,7 @@ def test_the_ood_caveat_only_when_the_split_is_at_its_floor():
     policy is below report.OOD_FLOOR, and says nothing otherwise."""
     from types import SimpleNamespace
 
-    from countdown_rlvr.report import OOD_FLOOR, _ood_caveat
+    from countdown_rlvr.analysis.report import OOD_FLOOR, _ood_caveat
 
     def ctx(best):
         ood = {"sft": 0.0, "teacher": best, "rloo": best / 2}
@@ -207,8 +207,8 @@ def test_a_claim_of_no_change_is_not_reproduced_by_a_non_significant_test(comple
 
 
 def test_claim_verdicts_follow_the_pooled_test_after_holm():
-    from countdown_rlvr.checks import FAIL, NOT_MEASURED
-    from countdown_rlvr.claims import ABOVE, EFFECT, NO_CHANGE, Claim
+    from countdown_rlvr.analysis.checks import FAIL, NOT_MEASURED
+    from countdown_rlvr.analysis.claims import ABOVE, EFFECT, NO_CHANGE, Claim
 
     def verdict(rule, p, right=True, against=None, status=None):
         c = Claim("x", "y", rule, right_way=right, against=against)
@@ -239,7 +239,7 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     """rloo's curriculum never unlocks in r1 (the arm check fails there): the claims resting
     on rloo read "not tested", name the arm, the check and the replicate, and leave Holm's
     family; an IPO check the stage did not write reads "not measured"."""
-    from countdown_rlvr import claims
+    from countdown_rlvr.analysis import claims
 
     root = copy_fixture(tmp_path)
     details = root / "reports/details"
@@ -301,7 +301,7 @@ def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete
     """The replicates the floored t-test needs (80% power at Holm's strictest level, the SD it
     used), at the observed effect and the seed's, and the command that adds the seeds; a
     seed effect on another scale is said to be unusable."""
-    from countdown_rlvr import claims
+    from countdown_rlvr.analysis import claims
     from countdown_rlvr.stats import replicates_needed
 
     root, md = complete
@@ -499,7 +499,7 @@ def test_interventions_table_and_claim_read_both_halves(complete):
 def test_one_formatter_for_intervals_p_values_and_tables():
     """compare.fmt_ci / fmt_p / md_table: what compare.md, report.md, the claims and
     `countdown-rlvr diff` write, each site's digits, sign and missing mark by parameters."""
-    from countdown_rlvr.compare import fmt_ci, fmt_p, md_table
+    from countdown_rlvr.analysis.compare import fmt_ci, fmt_p, md_table
 
     assert fmt_ci(0.25, 0.1, 0.4) == "0.250 [0.100, 0.400]"
     assert fmt_ci(0.02, -0.01, 0.05, "+.3f") == "+0.020 [-0.010, +0.050]"

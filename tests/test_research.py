@@ -10,9 +10,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_sft import TINY, TOY  # a one-layer model and its toy data: trains in a second
 
-from countdown_rlvr.config import SFT
-from countdown_rlvr.metrics import records_frame
-from countdown_rlvr.model import build_tiny, load_model
+from countdown_rlvr.core.config import SFT
+from countdown_rlvr.data.traces import direct_trace, search_trace, solver_traces
+from countdown_rlvr.eval.metrics import records_frame
+from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.research.diagnose import diagnosis
 from countdown_rlvr.research.interventions import (
     apply_op,
@@ -27,19 +28,16 @@ from countdown_rlvr.research.interventions import (
 from countdown_rlvr.research.repair import (
     CONDITIONS,
     by_failure,
-    condition_feedback,
-    derangement,
     distill_examples,
     failed_attempts,
     pool_problems,
     repair_metrics,
-    repair_prompt,
     run_repairs,
     select_attempts,
 )
 from countdown_rlvr.task import feedback, generate_problems, solve, solve_prompt, verify
+from countdown_rlvr.task.repair_prompt import condition_feedback, derangement, repair_prompt
 from countdown_rlvr.task.solve import step_trace
-from countdown_rlvr.traces import direct_trace, search_trace, solver_traces
 from countdown_rlvr.train.sft import encode
 
 NUMS, TARGET = [44, 19, 35], 98  # 44 + 19 + 35 = 98

@@ -8,11 +8,11 @@ import pytest
 import torch
 from helpers import RecordingLive, config_of
 
-from countdown_rlvr.config import OPD, RL, SFT, problems_in
-from countdown_rlvr.io import StageError
-from countdown_rlvr.logprobs import sequence_logprobs
-from countdown_rlvr.model import build_tiny, load_model
-from countdown_rlvr.sampling import Sample
+from countdown_rlvr.core.config import OPD, RL, SFT, problems_in
+from countdown_rlvr.core.io import StageError
+from countdown_rlvr.model.logprobs import sequence_logprobs
+from countdown_rlvr.model.policy import build_tiny, load_model
+from countdown_rlvr.model.sampling import Sample
 from countdown_rlvr.train.rloo import (
     DIAGNOSTICS,
     Curriculum,

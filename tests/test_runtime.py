@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from countdown_rlvr.io import clear_stale_tmp
+from countdown_rlvr.core.io import clear_stale_tmp
 from countdown_rlvr.train import runtime
 
 RUN = "sft/r0"

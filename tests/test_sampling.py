@@ -13,16 +13,11 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from countdown_rlvr import decode as decoding
-from countdown_rlvr.decode import decode, decode_hf, pick
-from countdown_rlvr.logprobs import sequence_logprobs
-from countdown_rlvr.model import ModelRef, build_tiny, load_model
-from countdown_rlvr.sampling import (
-    SamplerParams,
-    derive_seed,
-    generate,
-    sampler_params,
-)
+from countdown_rlvr.model import decode as decoding
+from countdown_rlvr.model.decode import decode, decode_hf, pick
+from countdown_rlvr.model.logprobs import sequence_logprobs
+from countdown_rlvr.model.policy import ModelRef, build_tiny, load_model
+from countdown_rlvr.model.sampling import SamplerParams, derive_seed, generate, sampler_params
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,9 +14,9 @@ from helpers import RecordingLive, config_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.config import SFT
-from countdown_rlvr.io import StageError
-from countdown_rlvr.model import build_tiny, load_model, n_parameters
+from countdown_rlvr.core.config import SFT
+from countdown_rlvr.core.io import StageError
+from countdown_rlvr.model.policy import build_tiny, load_model, n_parameters
 from countdown_rlvr.train.losses import completion_nll
 from countdown_rlvr.train.runtime import apply_adapter
 from countdown_rlvr.train.sft import collate, encode, train_sft
@@ -106,7 +106,7 @@ def test_config_errors_name_the_fix():
         cfg(max_steps=None)
     params = {"sft": {k: v for k, v in vars(cfg()).items() if k != "lr"}}
     with pytest.raises(StageError, match="missing \\['lr'\\]; add them to the `sft:` section"):
-        from countdown_rlvr.config import from_section
+        from countdown_rlvr.core.config import from_section
         from_section(SFT, "sft", params, "sft")
 
 
@@ -131,7 +131,7 @@ def test_apply_adapter_trainable_counts(tiny_dir):
 
 _LAUNCHED = textwrap.dedent("""
     import sys
-    from countdown_rlvr.model import load_model
+    from countdown_rlvr.model.policy import load_model
     from countdown_rlvr.train.runtime import is_main_process
     from countdown_rlvr.train.sft import train_sft
     from test_sft import TOY, cfg
@@ -198,7 +198,7 @@ def test_sft_stage_under_accelerate_two_processes(pipeline):
 
 
 def test_resolve_base_follows_ref_json(tmp_path, tiny_dir):
-    from countdown_rlvr.model import resolve_base
+    from countdown_rlvr.model.policy import resolve_base
 
     (tmp_path / "REF.json").write_text('{"base": "Qwen/Qwen2.5-0.5B"}')
     assert resolve_base(tmp_path) == "Qwen/Qwen2.5-0.5B"  # pass-through base stage
@@ -219,6 +219,8 @@ def test_length_grouping_is_a_seeded_permutation_with_less_padding(lengths, bs, 
     def padded(order):  # tokens after padding each consecutive batch to its longest row
         return sum(len(b) * max(lengths[i] for i in b)
                    for b in (order[j:j + bs] for j in range(0, n, bs)))
+    if n % bs:  # a short last batch: sorting puts the longest rows in full batches, which
+        return  # can pad more than chance does ([1] * 6 + [2], bs 4: 11 vs 10 tokens)
     # the same permutation's windows, each cut into batches in sorted order: never more padding
     assert padded(grouped) <= padded(list(SeededShuffle(n, seed)))
     if n <= 4 * bs:  # one window: exactly the padding of the fully sorted order

@@ -6,8 +6,8 @@ countdown_rlvr, lazy imports inside functions included) must be covered by the s
 that `dvc status` calls up to date. And the reverse: a `src/` dep the stage never imports
 re-runs it for nothing (e.g. training re-run by a change to the compare table's format).
 
-dvc.yaml is generated with these deps (countdown_rlvr.experiment, from the same import walk:
-countdown_rlvr.imports); this checks the committed file itself, whatever made it.
+dvc.yaml is generated with these deps (countdown_rlvr.cli.experiment, from the same import walk:
+countdown_rlvr.cli.imports); this checks the committed file itself, whatever made it.
 """
 
 from pathlib import Path
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from countdown_rlvr.imports import closure
+from countdown_rlvr.cli.imports import closure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,9 +56,9 @@ def test_the_walk_sees_lazy_and_relative_imports():
     imports and the package __init__ files are all seen; and the layering it guards: the
     report and the compare table load no model code, RL training runs no comparison code."""
     report = closure(ROOT / "stages/report.py")
-    assert Path("src/countdown_rlvr/compare.py") in report  # imported inside a function
-    assert not {Path("src/countdown_rlvr/model.py"), Path("src/countdown_rlvr/evaluate.py")} & report
-    assert Path("src/countdown_rlvr/compare.py") not in closure(ROOT / "stages/rloo.py")
+    assert Path("src/countdown_rlvr/analysis/compare.py") in report  # imported inside a function
+    assert not {Path("src/countdown_rlvr/model/policy.py"), Path("src/countdown_rlvr/eval/scoring.py")} & report
+    assert Path("src/countdown_rlvr/analysis/compare.py") not in closure(ROOT / "stages/rloo.py")
     sft = closure(ROOT / "stages/sft.py")
-    assert {Path("src/countdown_rlvr/train/runtime.py"), Path("src/countdown_rlvr/io.py"),
+    assert {Path("src/countdown_rlvr/train/runtime.py"), Path("src/countdown_rlvr/core/io.py"),
             Path("src/countdown_rlvr/__init__.py")} <= sft

@@ -3,7 +3,7 @@
 import networkx as nx
 from conftest import ROOT
 
-from countdown_rlvr import stage_map
+from countdown_rlvr.cli import stage_map
 
 
 def test_committed_map_is_current():

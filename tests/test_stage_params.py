@@ -2,7 +2,7 @@
 param stops the run before DVC removes any output.
 
 dvc.yaml lists param keys per stage by hand (DVC's convention: `train.n_est`); the table they
-must match is countdown_rlvr.stage_params. The end-to-end checks run real `dvc status` and
+must match is countdown_rlvr.cli.stage_params. The end-to-end checks run real `dvc status` and
 `dvc repro` in a copy of the project whose data outputs are stand-in files, committed to
 dvc.lock with `dvc commit` (no stage runs but `check_params`), so they take seconds.
 """
@@ -18,8 +18,8 @@ from dvc.dependency.param import ParamsDependency
 from dvc.repo import Repo
 from ruamel.yaml import YAML
 
-from countdown_rlvr import io
-from countdown_rlvr.stage_params import ARMS, check_all, leaves, resolved_keys
+from countdown_rlvr.cli.stage_params import ARMS, check_all, leaves, resolved_keys
+from countdown_rlvr.core import io
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_every_stage_lists_exactly_the_params_it_reads():
         want, got = resolved_keys(params, *kind_and_arm(address)), declared_leaves(stage, params)
         assert got == want, (f"dvc.yaml `{address}`: lists {sorted(got - want)} it does not read "
                              f"and misses {sorted(want - got)}; fix its `params:` (the keys come "
-                             "from countdown_rlvr.stage_params)")
+                             "from countdown_rlvr.cli.stage_params)")
 
 
 def test_arm_sections_override_what_they_list():

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
-from countdown_rlvr.metrics import pass_at_k
+from countdown_rlvr.eval.metrics import pass_at_k
 from countdown_rlvr.stats import (
     McNemarResult,
     below_margin_test,

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr import config
+from countdown_rlvr.core import config
 from countdown_rlvr.task import MAX_NUMBERS, solve, verify
 
 verify_module = importlib.import_module("countdown_rlvr.task.verify")  # the module, not verify()

@@ -1,4 +1,4 @@
-"""The arms have one home, countdown_rlvr.arms: adding one is a registry entry plus its params.yaml
+"""The arms have one home, countdown_rlvr.core.arms: adding one is a registry entry plus its params.yaml
 section. The unit tests check that nothing else names an arm and that the derived lists
 follow the registry; the slow one adds a toy RLOO arm to a copy of the repo that way,
 regenerates dvc.yaml there and trains and evaluates the arm through `dvc repro`."""
@@ -13,12 +13,13 @@ import pytest
 import yaml
 from conftest import ROOT, make_pipeline
 
-from countdown_rlvr import checks, results, stage_params
-from countdown_rlvr.arms import ARMS
+from countdown_rlvr.analysis import checks, results
+from countdown_rlvr.cli import stage_params
+from countdown_rlvr.core.arms import ARMS
 
 # where an arm may be named: the registry, the claims about it and the report's prose
-ALLOWED = {"src/countdown_rlvr/arms.py", "src/countdown_rlvr/claims.py",
-           "src/countdown_rlvr/report.py"}
+ALLOWED = {"src/countdown_rlvr/core/arms.py", "src/countdown_rlvr/analysis/claims.py",
+           "src/countdown_rlvr/analysis/report.py"}
 
 
 def test_no_module_outside_the_registry_names_an_arm():
@@ -32,7 +33,7 @@ def test_no_module_outside_the_registry_names_an_arm():
         text = path.read_text()
         if rel not in ALLOWED and (hit := [n for n in names if re.search(rf"\b{n}\b", text)]):
             found[rel] = hit
-    assert not found, f"arm names outside countdown_rlvr.arms (derive them from it): {found}"
+    assert not found, f"arm names outside countdown_rlvr.core.arms (derive them from it): {found}"
 
 
 def test_the_arm_lists_follow_the_registry():
@@ -63,13 +64,13 @@ def test_a_toy_arm_is_one_registry_entry_and_one_params_section(tmp_path, monkey
     pipe.repro("rloo@rloo-0")  # an arm already trained: adding another must not re-run it
     pipe.run("git", "add", "-A")
     pipe.run("git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "rloo trained")
-    _add_toy_arm(pipe.path / "src/countdown_rlvr/arms.py")
+    _add_toy_arm(pipe.path / "src/countdown_rlvr/core/arms.py")
     pipe.set_params({"rloo_toy": {"reward": "format"},
                      "evaluate": {"first_replicate_only": ["rloo_toy"]}})
-    pipe.run("python", "-m", "countdown_rlvr.experiment", "--write")
+    pipe.run("python", "-m", "countdown_rlvr.cli.experiment", "--write")
     changed = pipe.run("git", "status", "--short").stdout.split("\n")
     assert sorted(line[3:] for line in changed if line) == [
-        "dvc.yaml", "params.yaml", "src/countdown_rlvr/arms.py"]
+        "dvc.yaml", "params.yaml", "src/countdown_rlvr/core/arms.py"]
     dvc_yaml = (pipe.path / "dvc.yaml").read_text()
     assert "arm: [rloo, rloo_shaped, rloo_toy]" in dvc_yaml
 

@@ -3,8 +3,8 @@ from collections import Counter
 
 import pytest
 
+from countdown_rlvr.data.traces import solver_traces, strategy_prompt
 from countdown_rlvr.task import generate_problems, solve_prompt, verify
-from countdown_rlvr.traces import solver_traces, strategy_prompt
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 
-from countdown_rlvr.model import ModelRef, build_tiny
-from countdown_rlvr.sampling import _vllm_engine_args, generate
+from countdown_rlvr.model.policy import ModelRef, build_tiny
+from countdown_rlvr.model.sampling import _vllm_engine_args, generate
 
 # the evaluation sampler (params.yaml `sampler:`) and the sampling benchmark's geometry:
 # 64 test prompts x 16 samples

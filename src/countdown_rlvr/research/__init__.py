@@ -8,32 +8,9 @@
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
-from ..io import atomic_path, empty_curves, write_json
-
 # The policies stage `int` compares by pass@k (int.json's rows), in its order -> the policy
 # whose replicate dir holds it (data/models/<dir>/r<seed>). Here, torch-free, so that the
 # report can import them.
 INT_POLICY_DIRS = {"sft": "sft", "int_sft": "int_sft", "int": "int", "plain_rl": "int_plain_rl",
                    "int_solver_sft": "int_solver_sft", "rloo": "rloo"}
 INT_POLICIES = tuple(INT_POLICY_DIRS)
-
-
-# In a policy dir: the policy is its source unchanged, so evaluating it only repeats the source
-NOT_TRAINED = "NOT_TRAINED.json"
-
-
-def untrained(src: str | Path, dest: str | Path, curves: str, same_as_source: bool = False,
-              reason: str = "") -> None:
-    """What a training step writes when it has no data to train on: the policy in `src`
-    saved unchanged as `dest` (atomically), so every later stage still finds its input, and
-    header-only dvclive/<curves> curves, the curve dir dvc.yaml declares as an output.
-    `same_as_source`: mark `dest` (NOT_TRAINED.json, with `reason`) so that `evaluate` skips
-    it instead of sampling a copy of a policy it already samples."""
-    with atomic_path(dest) as tmp:
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(NOT_TRAINED))
-        if same_as_source:
-            write_json(Path(tmp) / NOT_TRAINED, {"source": Path(src).as_posix(), "reason": reason})
-    empty_curves(curves)

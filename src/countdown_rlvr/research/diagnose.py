@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..metrics import summarize
+from ..eval.metrics import summarize
 
 FAILED_KEYS = ("attempt_id", "problem_id", "n_numbers", "numbers", "target", "sample",
                "completion", "failure", "expression", "value")

@@ -45,21 +45,21 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
-from ..config import RL, SFT, Interventions
-from ..evaluate import evaluate_policy
-from ..metrics import pass_at_k
-from ..model import policy_ref
-from ..sampling import generate
+from ..core.config import RL, SFT, Interventions
+from ..data.traces import solver_traces
+from ..eval.metrics import pass_at_k
+from ..eval.scoring import evaluate_policy
+from ..model.policy import policy_ref
+from ..model.sampling import generate
 from ..stats import mcnemar
 from ..task import solve, solve_prompt, verify
 from ..task.arith import OPS, apply_op  # Fractions in, a Fraction (or None: ÷0) out
 from ..task.solve import fmt
 from ..task.verify import _CLAIM  # the verifier's "a op b = c" claim pattern, reused as is
-from ..traces import solver_traces
 from ..train.rloo import train_rloo
 from ..train.runtime import fit_and_save, frozen_copy, init_policy
 from ..train.sft import train_sft
-from . import untrained
+from ..train.untrained import untrained
 
 # Where an attempt's steps begin: after "<think>" or after a "backtrack" (search style),
 # skipping the "try " that opens an attempt in the solver's search traces.

@@ -13,7 +13,7 @@ Conditions (DVC-safe key -> S0 name; texts from `task.prompts.feedback`):
     failures back off to F3) | Fshuf = F-shuffled (the F3 text of *another* attempt, a
     seeded derangement) | R = R-resample (a fresh attempt: no previous attempt, no feedback).
 
-Repair prompt layout. `chat` style: S0 Table 1's repair wrapper verbatim (REPAIR_WRAPPER).
+Repair prompt layout (task.repair_prompt). `chat` style: S0 Table 1's repair wrapper verbatim.
 `tiny` style: the model's own prompt, then the failed attempt and the feedback on one
 line each, then the model writes a fresh completion:
 
@@ -43,20 +43,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..io import atomic_path
-from ..metrics import none_if_missing
-from ..sampling import generate
+from ..core.io import atomic_path
+from ..eval.metrics import none_if_missing
+from ..model.sampling import generate
 from ..stats import mcnemar
-from ..task import feedback, solve_prompt, verify
-from ..task.prompts import F0_NONE, NO_FEEDBACK, R_RESAMPLE, RESAMPLE
+from ..task import solve_prompt, verify
+from ..task.prompts import NO_FEEDBACK, RESAMPLE
 from ..task.prompts import REPAIR_CONDITIONS as CONDITIONS  # DVC-safe key -> S0 name
-
-REPAIR_WRAPPER = (  # S0 Table 1, "Repair wrapper"
-    "Problem: Numbers: {numbers}. Target: {target}. Previous attempt: {completion}. "
-    "Verifier feedback: {feedback}. Revise the solution. Use each provided number exactly "
-    "once. Put the final expression inside <answer>...</answer>."
-)
-TINY_REPAIR = "Previous attempt: {completion}\nFeedback: {feedback}\n"
+from ..task.repair_prompt import condition_feedback, repair_prompt
 
 REPAIRS_SCHEMA = pa.schema([
     ("condition", pa.string()), ("attempt_id", pa.string()), ("problem_id", pa.string()),
@@ -129,79 +123,6 @@ def select_attempts(failed: Sequence[dict], n: int, seed: int) -> list[dict]:
             if len(out) < n and rnd < len(by_problem[p]):
                 out.append(by_problem[p][rnd])
     return out
-
-
-def derangement(groups: Sequence[Any], rng: random.Random) -> list[int]:
-    """A seeded permutation src with src[i] != i for every i, and groups[src[i]] != groups[i]
-    whenever that is possible (no group holds more than half the items): F-shuffled feedback
-    then always comes from another problem.
-
-    Construction: shuffle the groups and their members, lay them out group after group,
-    and map each position to the one m places further on (cyclically), m = the largest
-    group's size. A group spans at most m consecutive places, so the item m places on
-    belongs to another group as long as m <= n / 2; and 0 < m < n is never a fixed point.
-    """
-    n = len(groups)
-    if n < 2:
-        raise ValueError("F-shuffled needs at least two attempts to shuffle feedback between")
-    members: dict[Any, list[int]] = {}
-    for i, g in enumerate(groups):
-        members.setdefault(g, []).append(i)
-    order_groups = sorted(members, key=str)
-    rng.shuffle(order_groups)
-    order = []
-    for g in order_groups:
-        idx = members[g][:]
-        rng.shuffle(idx)
-        order += idx
-    m = max(len(v) for v in members.values())
-    shift = m if m < n else 1  # one group only: any cycle will do
-    src = [0] * n
-    for pos, i in enumerate(order):
-        src[i] = order[(pos + shift) % n]
-    return src
-
-
-def attempt_verdicts(attempts: Sequence[dict]):
-    """Re-verify each stored attempt: the full Verdict (reused / omitted numbers, parser
-    message) feeds the F2-F4 texts; the stored failure code must agree."""
-    out = []
-    for a in attempts:
-        v = verify(a["completion"], a["numbers"], a["target"])
-        if v.correct or v.failure != a["failure"]:
-            raise ValueError(f"attempt {a['attempt_id']} re-verifies as {v.failure}, not its "
-                             f"stored {a['failure']}; re-run `dvc repro repair`")
-        out.append(v)
-    return out
-
-
-def condition_feedback(attempts: Sequence[dict], condition: str, seed: int) -> list[str | None]:
-    """The feedback text of `condition` for each attempt (None for R-resample, "" for F0)."""
-    name = CONDITIONS[condition]
-    if condition == RESAMPLE:
-        return [None] * len(attempts)
-    if condition == NO_FEEDBACK:  # the wrapper and the attempt, no feedback content
-        return [F0_NONE] * len(attempts)
-    verdicts = attempt_verdicts(attempts)
-    if condition == "Fshuf":
-        f3 = [feedback("F3", v, a["numbers"], a["target"]) for a, v in zip(attempts, verdicts)]
-        src = derangement([a["problem_id"] for a in attempts], random.Random(seed))
-        return [feedback(name, v, a["numbers"], a["target"], shuffled_from=f3[s])
-                for a, v, s in zip(attempts, verdicts, src)]
-    return [feedback(name, v, a["numbers"], a["target"]) for a, v in zip(attempts, verdicts)]
-
-
-def repair_prompt(attempt: dict, feedback_text: str | None, style: str) -> str:
-    """The prompt of one repair sample; `feedback_text` None = R-resample (fresh attempt)."""
-    numbers, target = attempt["numbers"], attempt["target"]
-    if feedback_text is None:
-        plain = solve_prompt(numbers, target, style)
-        return plain if style == "tiny" else f"{plain} {R_RESAMPLE}"
-    if style == "chat":
-        return REPAIR_WRAPPER.format(numbers=", ".join(map(str, numbers)), target=target,
-                                     completion=attempt["completion"], feedback=feedback_text)
-    return solve_prompt(numbers, target, style) + TINY_REPAIR.format(
-        completion=attempt["completion"], feedback=feedback_text)
 
 
 # --------------------------------------------------------------------------- running

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from ..config import IPO
-from ..logprobs import sequence_logprobs
+from ..core.config import IPO
+from ..model.logprobs import sequence_logprobs
 from . import runtime
 from .losses import ipo_loss
 from .sft import collate, example_row

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..logprobs import row_chunks, token_logprobs
+from ..model.logprobs import row_chunks, token_logprobs
 
 
 # --------------------------------------------------------------------------- SFT

@@ -35,13 +35,13 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..config import RL
-from ..io import read_jsonl, require_inputs
-from ..logprobs import token_entropy, token_logprobs
-from ..model import n_parameters, render_prompts
-from ..sampling import derive_seed, generate
+from ..core.config import RL
+from ..core.io import read_jsonl, require_inputs
+from ..data.traces import strategy_prompt
+from ..model.logprobs import token_entropy, token_logprobs
+from ..model.policy import n_parameters, render_prompts
+from ..model.sampling import derive_seed, generate
 from ..task import get_reward, solve_prompt, verify
-from ..traces import strategy_prompt
 from . import runtime
 from .losses import clipped_is_weight, forward_kl, rloo_advantages, rloo_policy_loss
 

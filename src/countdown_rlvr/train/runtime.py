@@ -28,10 +28,10 @@ from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from ..config import Adapter, Optim, Supervised
-from ..io import StageError, atomic_path, empty_curves, write_details, write_json, write_timing
-from ..model import REF_FILE, load_model, mixed_precision, policy_ref, save_policy_dir
-from ..model_card import write_policy_card
+from ..core.config import Adapter, Optim, Supervised
+from ..core.io import StageError, atomic_path, empty_curves, write_details, write_json, write_timing
+from ..model.card import write_policy_card
+from ..model.policy import REF_FILE, load_model, mixed_precision, policy_ref, save_policy_dir
 
 SCHEDULES = {"cosine": "cosine", "linear": "linear", "constant": "constant_with_warmup"}
 # reports/timings keys of the supervised loops (train_sft, train_ipo)

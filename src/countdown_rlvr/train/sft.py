@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from ..config import SFT
-from ..model import n_parameters, render_prompts
+from ..core.config import SFT
+from ..model.policy import n_parameters, render_prompts
 from . import runtime
 from .losses import completion_nll
 

@@ -1,0 +1,429 @@
+"""Compare two revisions' results with an interval that knows the training noise.
+
+    countdown-rlvr diff main shaped                    # two git revisions
+    countdown-rlvr diff main                           # main against the workspace
+    countdown-rlvr diff main my-exp                    # a `dvc exp` by its name
+    countdown-rlvr diff HEAD~1 HEAD --policy rloo --alpha 0.1 --adjust none --format md
+    python -m countdown_rlvr.analysis.branch_diff main shaped   # the same command
+
+`dvc metrics diff` prints two numbers and their difference; whether that difference is more
+than another training draw would give, it cannot say. This reads each side's per-replicate
+evaluation details (reports/details/eval/<policy>/r<seed>.json, or <policy>/shared.json for a
+policy trained once, or <policy>.json from before replicates) and prints, per policy and
+headline metric (test pass@1, test pass@<largest k>, OOD pass@<largest k>), both means, the
+difference, its t interval, the raw and the adjusted p and a verdict. A side is
+- a git revision (branch, tag, commit, HEAD~1): read with `git show`, no DVC cache needed, so
+  it works in a fresh clone;
+- the workspace (`workspace`, or B left out): the files on disk, reports and dvc.lock alike;
+- a `dvc exp` name: the commit DVC keeps under refs/exps/<baseline>/<name> (a git revision of
+  that name wins).
+The replicate is the unit, so the interval holds between-draw variance. Which test depends on
+the shared inputs (the cached data/ outputs in dvc.lock of the stages every policy reads; not
+their reports/ and dvclive/ outputs, summaries that change with what a stage reports):
+- the same on both sides: replicate r<seed> of A and of B saw the same problems, teacher and
+  pairs, so the per-seed differences are paired (one-sample t-test on them), which removes
+  the seed's own effect;
+- different (say, another kind of CPU drew another teacher and other pairs) or no dvc.lock:
+  Welch over each side's replicates, and no row is called a difference, because the change
+  is mixed with a different draw of the inputs.
+A policy with one draw on a side gets its difference and no interval. The rows that get a
+verdict from a test are one family: by default Holm's correction holds its family-wise error
+at alpha, and the verdict uses the adjusted p (`--adjust none`: each row at alpha alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.stats import ttest_1samp, ttest_ind
+
+EVAL = "reports/details/eval"
+# the stages whose outputs every trained policy reads; equal hashes = the same draw of inputs
+SHARED_STAGES = ("problems", "base", "teacher", "traces", "teacher_traces", "dedup", "pairs")
+# verdicts are short: a row of the text format fits WIDTH with them unwrapped
+NOT_A_TEST = "inputs differ: no test"
+ONE_DRAW = "one draw on a side: no test"
+WORKSPACE = "workspace"  # the name `dvc metrics diff` gives the working tree too
+ADJUST = ("holm", "none")
+WIDTH = 120  # the text format's lines fit a terminal this wide
+# an experiment ref: refs/exps/<baseline sha split 2/38>/<name>; other refs/exps/ entries
+# (exec/, celery/, stash) are DVC's bookkeeping, not experiments
+EXP_REF = re.compile(r"refs/exps/[0-9a-f]{2}/[0-9a-f]{38}/([^/]+)")
+
+
+class DiffError(Exception):
+    """A problem the user can fix: printed as one line (no traceback), exit code 2."""
+
+
+def _git(top: str, *args: str) -> str | None:
+    """git's stdout run at the top level (paths in revisions are relative to it), None if it
+    fails."""
+    proc = subprocess.run(["git", *args], cwd=top, capture_output=True, text=True, check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def toplevel(cwd: str | Path | None = None) -> str:
+    proc = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise DiffError("not inside a git checkout: run this from inside the repository")
+    return proc.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Side:
+    """Where one side's files come from: a git commit, or the working tree (commit None)."""
+
+    label: str  # as the user wrote it: the column heading and the name in messages
+    top: str
+    commit: str | None = None
+
+    def read(self, path: str) -> str | None:
+        if self.commit is not None:
+            return _git(self.top, "show", f"{self.commit}:{path}")
+        file = Path(self.top, path)
+        return file.read_text() if file.is_file() else None
+
+    def listing(self, folder: str) -> list[str]:
+        """The .json files under folder, relative to the top level."""
+        if self.commit is not None:
+            paths = (_git(self.top, "ls-tree", "-r", "--name-only", self.commit, folder)
+                     or "").split()
+        else:
+            paths = [p.relative_to(self.top).as_posix() for p in Path(self.top, folder).rglob("*")
+                     if p.is_file()]
+        return sorted(p for p in paths if p.endswith(".json"))
+
+    def where(self, path: str) -> str:
+        return path if self.commit is None else f"{self.label}:{path}"
+
+
+def experiments(top: str, name: str) -> list[str]:
+    """The commits of the `dvc exp` experiments called name (one per baseline it ran on)."""
+    refs = _git(top, "for-each-ref", "--format=%(refname) %(objectname)", "refs/exps") or ""
+    return [sha for ref, sha in (line.split() for line in refs.splitlines())
+            if (m := EXP_REF.fullmatch(ref)) and m.group(1) == name]
+
+
+def resolve(top: str, rev: str) -> Side:
+    """The workspace, a git revision, or a DVC experiment's name, in that order."""
+    if rev == WORKSPACE:
+        return Side(rev, top)
+    sha = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if sha is not None:
+        return Side(rev, top, sha.strip())
+    exps = experiments(top, rev)
+    if len(exps) > 1:
+        raise DiffError(f"experiment name {rev!r} is ambiguous: it ran on {len(exps)} baselines "
+                        f"(commits {', '.join(s[:7] for s in exps)}); pass one of those commits "
+                        "instead (`dvc exp list --all-commits` shows which is which)")
+    if not exps:
+        raise DiffError(f"unknown revision {rev!r}: neither a git revision nor a DVC experiment; "
+                        "check its name (`git branch -a`, `git log --oneline`, `dvc exp list`), "
+                        f"or fetch it first (`git fetch`, `dvc exp pull <remote> {rev}`)")
+    return Side(rev, top, exps[0])
+
+
+def headline(detail: dict) -> dict[str, float]:
+    """metric -> value: test pass@1, test and OOD pass@ at the largest k."""
+    ks = sorted(int(k[5:]) for k in detail["test"] if k.startswith("pass@"))
+    out = {"pass@1": float(detail["test"]["pass@1"]),
+           f"pass@{ks[-1]}": float(detail["test"][f"pass@{ks[-1]}"])}
+    if "ood" in detail:
+        out[f"ood_pass@{ks[-1]}"] = float(detail["ood"][f"pass@{ks[-1]}"])
+    return out
+
+
+def draws(side: Side) -> dict[str, dict[str, dict[str, float]]]:
+    """policy -> draw (r<seed>, shared, or one for the oldest layout) -> metric -> value."""
+    paths = side.listing(EVAL)
+    if not paths and side.commit is None:
+        raise DiffError(f"the workspace has no evaluation results (no {EVAL}/*.json): run "
+                        "`dvc repro` first, or compare two revisions (`countdown-rlvr diff A B`)")
+    if not paths:
+        raise DiffError(f"{side.label} has no evaluation results ({EVAL}/ is not in it): compare "
+                        "a revision whose reports are committed, or `dvc repro` and commit "
+                        "reports/ there")
+    out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    for path in paths:
+        policy, _, tag = path[len(EVAL) + 1:].removesuffix(".json").partition("/")
+        try:
+            detail = json.loads(side.read(path) or "")
+            if "test" not in detail:  # an untrained policy's details have no samples
+                continue
+            out[policy][tag or "one"] = headline(detail)
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise DiffError(f"{side.where(path)} is corrupt ({type(e).__name__}: {e}): re-run "
+                            "its eval stage (`dvc repro`) and commit the file, or compare "
+                            "another revision") from None
+    return dict(out)
+
+
+def data_outs(lock_text: str | None) -> dict[str, list] | None:
+    """stage -> its cached data/ outputs' (path, md5) in a dvc.lock text, for the shared stages;
+    None without a readable lock. Only data/ is a draw of the inputs: a stage's reports/ and
+    dvclive/ outputs (git-tracked, `cache: false`: details, curves, model cards) summarise it,
+    and a change to what a stage reports changes their hashes while the data stays the same."""
+    if lock_text is None:
+        return None
+    try:
+        stages = yaml.load(lock_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        stages = stages["stages"]
+        return {s: sorted((o["path"], o.get("md5")) for o in stages[s].get("outs", [])
+                          if o["path"].startswith("data/") and o.get("cache", True) is not False)
+                for s in SHARED_STAGES if s in stages}
+    except (yaml.YAMLError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def choose_test(side_a: Side, side_b: Side) -> tuple[bool, str, list[str]]:
+    """(paired?, the reason, warnings) from the shared stages' data output hashes."""
+    lock_a, lock_b = (data_outs(side.read("dvc.lock")) for side in (side_a, side_b))
+    missing = [s.label for s, lock in ((side_a, lock_a), (side_b, lock_b)) if lock is None]
+    if missing:
+        why = f"no readable dvc.lock in {' and '.join(dict.fromkeys(missing))}"
+    else:
+        differ = [s for s in SHARED_STAGES if lock_a.get(s) != lock_b.get(s)]
+        if not differ:
+            return True, (f"shared inputs: the data/ outputs of {', '.join(SHARED_STAGES)} have "
+                          "the same dvc.lock hashes on both sides, so r<seed> pairs with "
+                          "r<seed>"), []
+        why = f"the shared inputs' data/ outputs differ: {', '.join(differ)}"
+    warning = (f"WARNING: {why}. The comparison mixes the change with a different draw of the "
+               "inputs (e.g. another kind of CPU draws another teacher and other pairs), so no "
+               "row is a test of the change; to test it, run both revisions on the same "
+               "shared inputs (same machine type, or A's dvc.lock outputs for those stages).")
+    return False, why + ", so the two sides' replicates are not paired", [warning]
+
+
+def compare(a: list[float], b: list[float], alpha: float = 0.05) -> dict:
+    """b - a with a Welch t interval over the replicates of each side (needs >= 2 on both)."""
+    diff = float(np.mean(b) - np.mean(a))
+    out = {"diff": diff, "ci_low": None, "ci_high": None, "p": None}
+    if len(a) < 2 or len(b) < 2:
+        return {**out, "verdict": ONE_DRAW}
+    if np.std(a) == 0 and np.std(b) == 0:
+        return {**out, "verdict": "no spread on either side: no test"}
+    res = ttest_ind(b, a, equal_var=False)
+    lo, hi = res.confidence_interval(1 - alpha)
+    p = float(res.pvalue)
+    return {**out, "ci_low": float(lo), "ci_high": float(hi), "p": p,
+            "verdict": _verdict(p, alpha)}
+
+
+def compare_paired(d: list[float], alpha: float = 0.05) -> dict:
+    """The mean of per-replicate differences b - a with a one-sample t interval over them."""
+    diff = float(np.mean(d))
+    out = {"diff": diff, "ci_low": None, "ci_high": None, "p": None}
+    if len(d) < 2:
+        return {**out, "verdict": ONE_DRAW}
+    # (x + s) - x is s only up to rounding: a shift common to every seed counts as zero spread
+    if np.ptp(d) <= 1e-12:  # the diff column says by how much they all moved
+        return {**out, "verdict": f"zero spread over {len(d)}: no test"}
+    res = ttest_1samp(d, 0.0)
+    lo, hi = res.confidence_interval(1 - alpha)
+    p = float(res.pvalue)
+    return {**out, "ci_low": float(lo), "ci_high": float(hi), "p": p,
+            "verdict": _verdict(p, alpha)}
+
+
+def _verdict(p: float, alpha: float) -> str:
+    return "differs" if p < alpha else "no detectable difference"
+
+
+def adjust_family(rows: list[dict], alpha: float, method: str) -> int:
+    """Sets each row's p_adj and, for the rows a paired test gave a verdict, the verdict from
+    it; returns the family's size. Only those rows are tested: Welch rows (inputs differ), one
+    draw on a side and zero spread have no verdict from a p, so they would only dilute it."""
+    family = [r for r in rows if r["paired"] and r["p"] is not None]
+    adjusted = [r["p"] for r in family]
+    if family and method == "holm":
+        from statsmodels.stats.multitest import multipletests  # slow import: only when needed
+
+        adjusted = [float(p) for p in multipletests(adjusted, alpha=alpha, method="holm")[1]]
+    for r in rows:
+        r["p_adj"] = None
+    for r, p in zip(family, adjusted, strict=True):
+        r["p_adj"], r["verdict"] = p, _verdict(p, alpha)
+    return len(family)
+
+
+def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
+         alpha: float = 0.05, show_all: bool = False, cwd: str | Path | None = None,
+         adjust: str = "holm") -> dict:
+    """The whole comparison: the test used and why, warnings, rows, hidden unchanged rows."""
+    if not 0 < alpha < 1:
+        raise DiffError(f"--alpha must be between 0 and 1 (exclusive), e.g. 0.05; got {alpha:g}")
+    if adjust not in ADJUST:
+        raise DiffError(f"--adjust must be one of {', '.join(ADJUST)}; got {adjust!r}")
+    top = toplevel(cwd)
+    side_a, side_b = resolve(top, rev_a), resolve(top, rev_b)
+    old, new = draws(side_a), draws(side_b)
+    known = sorted(set(old) & set(new))
+    unknown = sorted(set(policies or []) - set(known))
+    if unknown:
+        raise DiffError(f"unknown policy {', '.join(unknown)}; the policies with results in "
+                        f"both {rev_a} and {rev_b} are: {', '.join(known) or '(none)'}")
+    paired, reason, warnings = choose_test(side_a, side_b)
+    rows, hidden = [], 0
+    for policy in [p for p in known if not policies or p in policies]:
+        a, b = old[policy], new[policy]
+        common = sorted(a.keys() & b.keys())
+        if paired and set(a) != set(b):
+            warnings.append(f"{policy}: draws on one side only "
+                            f"({', '.join(sorted(a.keys() ^ b.keys()))}) are left out of the "
+                            "pairing")
+        metrics = dict.fromkeys(m for v in a.values() for m in v)  # ordered, as headline()
+        for metric in (m for m in metrics if any(m in v for v in b.values())):
+            va = {t: v[metric] for t, v in a.items() if metric in v}
+            vb = {t: v[metric] for t, v in b.items() if metric in v}
+            if va == vb and not show_all:
+                hidden += 1
+                continue
+            tags = [t for t in common if t in va and t in vb]
+            if paired and tags:
+                xa, xb = [va[t] for t in tags], [vb[t] for t in tags]
+                stats = compare_paired([y - x for x, y in zip(xa, xb)], alpha)
+            else:
+                xa, xb = list(va.values()), list(vb.values())
+                stats = compare(xa, xb, alpha)
+                if not paired:
+                    stats["verdict"] = NOT_A_TEST
+                elif not tags:
+                    stats["verdict"] = "no common seed: no test"
+            rows.append({"policy": policy, "metric": metric, "mean_a": float(np.mean(xa)),
+                         "mean_b": float(np.mean(xb)), **stats, "n_a": len(xa),
+                         "n_b": len(xb), "paired": bool(paired and tags)})
+    family = adjust_family(rows, alpha, adjust)
+    test = ("paired t-test on per-replicate differences" if paired
+            else "Welch t-test over replicates")
+    return {"rev_a": rev_a, "rev_b": rev_b, "alpha": alpha, "test": test, "reason": reason,
+            "adjust": adjust, "family": family, "warnings": warnings, "rows": rows,
+            "hidden_unchanged": hidden}
+
+
+def multiplicity(report: dict) -> str:
+    """The header line that says how the tested rows' p were corrected, and how many there are."""
+    n, alpha = report["family"], report["alpha"]
+    rows = f"{n} tested row{'s' * (n != 1)}"
+    if not n:
+        return "multiplicity: no row is tested (family of 0), so there is nothing to correct"
+    if report["adjust"] == "none":
+        return (f"multiplicity: no correction (--adjust none): each of the {rows} at alpha "
+                f"{alpha:g} alone (with no true change, about {alpha * n:.2g} of them would "
+                "read `differs`); adj. p = p")
+    return (f"multiplicity: Holm's correction over the family of {rows} (family-wise error "
+            f"{alpha:g}); the verdict uses adj. p")
+
+
+def _cells(r: dict) -> list[str]:
+    from .compare import fmt_ci, fmt_p  # pandas and the stats: only when a table is printed
+
+    ci = "-" if r["ci_low"] is None else fmt_ci(None, r["ci_low"], r["ci_high"], "+.3f")
+    return [r["policy"], r["metric"], f"{r['mean_a']:.3f}", f"{r['mean_b']:.3f}",
+            f"{r['n_a']}/{r['n_b']}", f"{r['diff']:+.3f}", ci, fmt_p(r["p"], 2, "-"),
+            fmt_p(r["p_adj"], 2, "-"), r["verdict"]]
+
+
+def _short(label: str, width: int = len(WORKSPACE)) -> str:
+    """A column heading that leaves the verdict room: a long branch name or a full sha cut."""
+    return label if len(label) <= width else label[:width - 1] + "…"
+
+
+def _text_table(table: list[list[str]]) -> list[str]:
+    """Columns padded to their widest cell; the last one (the verdict) wrapped so that a row
+    fits WIDTH, its continuation lines under it."""
+    width = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    left = sum(width[:-1]) + 2 * (len(width) - 1)
+    room = max(WIDTH - left, 16)
+    lines = []
+    for row in table:
+        verdict = textwrap.wrap(row[-1], room, break_on_hyphens=False) or [""]
+        lead = "  ".join(c.ljust(w) for c, w in zip(row[:-1], width))
+        lines.append(f"{lead}  {verdict[0]}".rstrip())
+        lines += [" " * left + part for part in verdict[1:]]
+    return lines
+
+
+def _md(text: str) -> str:
+    """Code spans around <word> (r<seed>): a markdown renderer drops it as an HTML tag."""
+    return re.sub(r"\w*<\w+>\w*", lambda m: f"`{m.group()}`", text)
+
+
+def render(report: dict, fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(report, indent=2) + "\n"
+    labels = [report["rev_a"], report["rev_b"]]
+    header = [f"test: {report['test']} ({report['reason']})", multiplicity(report)]
+    if fmt == "text" and labels != [_short(label) for label in labels]:
+        header.append("columns: " + ", ".join(f"{_short(x)} is {x}" for x in labels
+                                              if _short(x) != x))
+        labels = [_short(label) for label in labels]
+    head = ["policy", "metric", *labels, "n", "diff", f"{100 * (1 - report['alpha']):g}% CI",
+            "p", "adj. p", "verdict"]
+    table = [head] + [_cells(r) for r in report["rows"]]
+    if fmt == "md":
+        lines = [_md(header[0]), "", _md(header[1])]  # a blank line: two paragraphs
+        lines += [f"\n> **{_md(w)}**" for w in report["warnings"]] + [""]
+        from .compare import md_table  # pandas and the stats: only when a table is printed
+
+        md = [[_md(c) for c in row] for row in table]
+        lines += md_table(md[0], md[1:], tight_rule=True)
+    else:
+        lines = [ln for h in header + report["warnings"]
+                 for ln in textwrap.wrap(h, WIDTH, subsequent_indent="  ",
+                                         break_on_hyphens=False)]
+        lines += [""] + _text_table(table)
+    if not report["rows"]:
+        lines.append("(no row differs between the two sides)")
+    if n := report["hidden_unchanged"]:
+        lines += ["", (f"{n} unchanged row{'s' * (n != 1)} hidden (the same values on both "
+                       "sides; --all shows them)")]
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("rev_a", help="the baseline: a git revision (e.g. main), a `dvc exp` name "
+                    "or `workspace`")
+    ap.add_argument("rev_b", nargs="?", default=WORKSPACE,
+                    help="the side compared with it, the same kinds (default: the workspace)")
+    ap.add_argument("--policy", action="append", help="only this policy (repeatable)")
+    ap.add_argument("--all", action="store_true",
+                    help="also show rows whose values are the same on both sides")
+    ap.add_argument("--alpha", type=float, default=0.05,
+                    help="1 - interval coverage, and the tests' (family-wise) level; in (0, 1)")
+    ap.add_argument("--adjust", choices=ADJUST, default="holm",
+                    help="multiplicity correction over the tested rows (default: holm)")
+    ap.add_argument("--format", choices=("text", "md", "json"), default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        report = diff(args.rev_a, args.rev_b, args.policy, args.alpha, args.all,
+                      adjust=args.adjust)
+    except DiffError as e:
+        print(f"countdown-rlvr diff: error: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(report, args.format))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m countdown_rlvr.analysis.branch_diff",
+                                 description=__doc__.split("\n\n")[0])
+    add_arguments(ap)
+    return run(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""Arm checks: did the arm a claim rests on move at all?
+
+A claim about what a method does says nothing when the arm that runs the method did not
+train: "shaped beats binary" is not tested by two runs whose rollouts never improved, and an
+inconclusive verdict there would read as evidence about the method. So every claim-bearing
+arm has one stated check, measured in every replicate on data other than the test split (its
+training or validation numbers, from the stage's details), and a claim whose arm fails it in
+any replicate is "not tested", not inconclusive. A key the stage does not write (yet) is
+"not measured", which is also not tested, with that reason.
+
+    check(arm, runs, tags) -> ArmCheck    one arm, every replicate
+    summarize(checks)      -> status, reason
+
+Pure functions of the details' dicts (results.Inputs.runs), no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..core.arms import ARMS
+
+PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
+UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of the steps
+# IPO may raise its margin by pushing both answers down (likelihood displacement): a policy
+# whose chosen answers fell this far below SFT's, in mean log-prob per token, no longer
+# writes them (a 60-token answer at -0.5 nats/token is e^-30 as likely as under SFT)
+CHOSEN_DROP = 0.5
+
+
+def _num(m: Mapping, key: str) -> float | None:
+    v = m.get(key)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def forward_kl_falls(m: Mapping) -> bool | None:
+    """OPD: the student's forward KL to the teacher on its training rollouts falls."""
+    first, final = _num(m, "forward_kl_first"), _num(m, "forward_kl_final")
+    return None if first is None or final is None else final < first
+
+
+def margin_rises(m: Mapping) -> bool | None:
+    """IPO: the preference margin on held-out pairs rises over training, and the chosen
+    answers stay likely: their mean per-token log-prob (training pairs, final log window)
+    falls less than CHOSEN_DROP nats below SFT's."""
+    before, after = _num(m, "val_margin_before"), _num(m, "val_margin_after")
+    chosen = _num(m, "chosen_reward_final")  # mean log pi(c) - log ref(c), per token
+    if before is None or after is None or chosen is None:
+        return None
+    return after > before and chosen > -CHOSEN_DROP
+
+
+def patched_solves(m: Mapping) -> bool | None:
+    """Interventions: before RL, the patched policy solves (in its samples) at least half of
+    the problems RL trains on, so RL has a reward to learn from."""
+    frac = _num(m, "patched_solved_frac")
+    return None if frac is None else frac >= 0.5
+
+
+def rollouts_rise(m: Mapping) -> bool | None:
+    """RLOO: the training rollouts' pass rate rises, and with a curriculum its first tier
+    unlock comes before UNLOCK_BY of the steps (a run stuck on its first tier trained on
+    part of the task only)."""
+    first, final = _num(m, "pass_rate_first"), _num(m, "pass_rate_final")
+    if first is None or final is None or "curriculum" not in m:
+        return None
+    if not m["curriculum"]:
+        return final > first
+    steps = _num(m, "steps")
+    if "tier_unlock_step" not in m or steps is None:
+        return None
+    unlock = _num(m, "tier_unlock_step")  # null: never unlocked
+    return final > first and unlock is not None and unlock < UNLOCK_BY * steps
+
+
+def distilled(m: Mapping) -> bool | None:
+    """Self-distillation: it trained (there were successful samples) and its loss fell."""
+    if m.get("trained") is False:
+        return False
+    first, final = _num(m, "loss_first"), _num(m, "loss_final")
+    if m.get("trained") is None or first is None or final is None:
+        return None
+    return final < first
+
+
+@dataclass(frozen=True)
+class Check:
+    file: str  # the arm's one-draw details file (results.Inputs.runs key)
+    words: str  # the check, as the report states it
+    test: Callable[[Mapping], bool | None]  # None: not measured
+
+
+RLOO_WORDS = (f"training rollout pass rate rises, curriculum unlocks before {UNLOCK_BY:.0%} "
+              "of the steps")
+IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
+             "nats/token vs SFT")
+# an arm's check (arms.ARMS: Arm.check), by its function's name -> (words, function)
+ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
+    "forward_kl_falls": ("forward KL to the teacher falls", forward_kl_falls),
+    "rollouts_rise": (RLOO_WORDS, rollouts_rise),
+}
+CHECKS: dict[str, Check] = {
+    **{a.name: Check(f"{a.name}.json", *ARM_CHECKS[a.check]) for a in ARMS if a.check},
+    "int": Check("int.json", "the patched policy solves >= 50% of RL's problems before RL",
+                 patched_solves),
+    "distill_R": Check("distill/R.json", "trained and its loss fell", distilled),
+    **{f"ipo_{s}": Check(f"ipo/{s}.json", IPO_WORDS, margin_rises)
+       for s in ("scripted", "easyneg", "hardneg", "base")},
+}
+
+
+@dataclass(frozen=True)
+class ArmCheck:
+    arm: str
+    words: str
+    per_replicate: dict[str, str]  # tag -> PASS | FAIL | NOT_MEASURED
+
+    @property
+    def status(self) -> str:
+        """FAIL if any replicate fails (the arm did not move there), else NOT_MEASURED if any
+        replicate lacks the numbers, else PASS."""
+        states = set(self.per_replicate.values()) or {NOT_MEASURED}
+        return FAIL if FAIL in states else NOT_MEASURED if NOT_MEASURED in states else PASS
+
+    def tags(self, state: str) -> list[str]:
+        return [t for t, s in self.per_replicate.items() if s == state]
+
+    def cell(self) -> str:
+        return (f"{self.arm} ({self.words}): "
+                + ", ".join(f"{t} {s}" for t, s in self.per_replicate.items()))
+
+
+def check(arm: str, runs: Mapping[str, Mapping], tags: Sequence[str]) -> ArmCheck:
+    """`arm`'s check in every replicate `tags` (a replicate without the file: not measured)."""
+    spec = CHECKS[arm]
+    out = {}
+    for t in tags:
+        m = runs.get(t)
+        ok = None if m is None else spec.test(m)
+        out[t] = NOT_MEASURED if ok is None else PASS if ok else FAIL
+    return ArmCheck(arm, spec.words, out)
+
+
+def summarize(checks: Sequence[ArmCheck]) -> tuple[str, str | None]:
+    """The claim's status from its arms' checks and, unless PASS, why it is not tested."""
+    failed = [c for c in checks if c.status == FAIL]
+    if failed:
+        return FAIL, "; ".join(f"{c.arm} failed its check ({c.words}, fails in "
+                               f"{', '.join(c.tags(FAIL))})" for c in failed)
+    missing = [c for c in checks if c.status == NOT_MEASURED]
+    if missing:
+        return NOT_MEASURED, "; ".join(f"{c.words} not measured ({c.arm}: "
+                                       f"{', '.join(c.tags(NOT_MEASURED))})" for c in missing)
+    return PASS, None

@@ -1,0 +1,643 @@
+"""The seeds' headline claims, each tested with the training draw (the replicate) as the unit.
+
+One function per claim returns a `Claim`: this run's number (mean over replicates), each
+replicate's own number and one-draw verdict, the check that its arms moved, and a pooled p
+whose rule is stated:
+
+    effect     the seed claims a change in a direction. Pooled t-test across replicates of
+               the per-replicate paired effect, its SD floored at the replicates' own sampling
+               error (`stats.floored_t_test`). Reproduced / contradicted only when significant
+               after Holm's correction across the family, in / against the seed's direction;
+               else inconclusive. A claim made of several contrasts (S0's feedback) is
+               reproduced only when every contrast is (its p: the largest of theirs) and
+               contradicted when one is significant against the seed (its p: Bonferroni over
+               the contrasts), each contrast saying what it isolates.
+    no change  the seed claims something does NOT rise. Reproduced only when the pooled
+               interval excludes a rise larger than MARGIN (a one-sided equivalence test)
+               together with the claim's effect; "not significant" is never read as "no
+               change". Contradicted when the rise is significant: that p is in Holm's
+               family too.
+    above      the seed concludes a share is above a threshold (S0: most prompts give binary
+               RLVR no signal, a share > 50%). One-sided floored t-test across replicates that
+               the share exceeds it; contradicted by the one-sided test the other way, also
+               in the family. The seed's own rate, measured on its own model, is context.
+
+Not tested: a claim whose arm failed its check (`checks`: one stated check per arm, measured in
+every replicate on training or validation data, never the test split) or whose check was not
+measured gets no verdict and stays out of Holm's family.
+
+Why a t-test across replicates: each replicate's effect is estimated from all its samples,
+paired over problems, so what varies between replicates is the training draw plus the
+sampling noise; the t-test's variance is that spread, whatever its mix, and it holds its
+size when draws differ (tests/test_stats.py simulates it), where a test over the problems of
+one draw (the per-replicate verdicts shown beside it) rejects far more often than 5%. Why the
+floor: three replicates that agree by chance (+0.059, +0.058, +0.059, each from 3 discordant
+problems) would make that spread ~0 and the test sure of an effect its counts cannot carry.
+For an inconclusive claim the report gives the replicates a test would need (80% power at
+alpha 0.05, `stats.replicates_needed`) at the observed effect and at the seed's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import binomtest
+
+from ..stats import (
+    MAX_REPLICATES,
+    FlooredTest,
+    binary_paired_var,
+    floored_t_test,
+    holm,
+    interval_var,
+    rate_vs_reference,
+    replicates_needed,
+)
+from . import checks
+from .compare import fmt_ci, fmt_p
+from .results import Inputs, get
+
+ALPHA = 0.05
+POWER = 0.8  # replicates to decide: the t-test's power at ALPHA
+MARGIN = 0.05  # the largest pass@k change (absolute) read as "no change"
+SHARE = 0.5  # S0's conclusion: MOST prompts give no signal
+EFFECT, NO_CHANGE, ABOVE = "effect", "no change", "above"
+ADD_REPLICATES = "dvc exp run -S 'replicates.seeds=[{}]'"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One contrast of a claim: its pooled test and how to read it."""
+    label: str  # e.g. "R − best F (F1)"
+    isolates: str  # what the contrast isolates
+    test: FlooredTest
+    positive: bool = True  # the seed's direction: mean above the test's null
+    says: tuple[str, str, str] = ("holds", "against the seed", "ns")  # significant the
+    # seed's way, significant the other way, not significant
+
+    @property
+    def right_way(self) -> bool:
+        return (self.test.mean > self.test.null) == self.positive
+
+    def reading(self) -> str:
+        p = self.test.pvalue
+        state = ("one replicate" if p is None else self.says[2] if p >= ALPHA
+                 else self.says[0] if self.right_way else self.says[1])
+        return (f"{self.isolates}: {self.label} {self.test.mean:+.3f}"
+                + ("" if p is None else f", p {fmt_p(p, 2)}") + f", {state}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an inconclusive claim needs: one test's effect (distance from its null, in the
+    direction it would decide) at this run and at the seed, and the SD it would be tested
+    with."""
+    label: str
+    observed: float
+    seed: float | None  # None: the seed's effect is not a number we can use
+    sd: float | None
+    one_sided: bool = False
+    seed_one_sided: bool | None = None  # the seed's effect decided by another test (None: same)
+
+
+@dataclass
+class Claim:
+    claim: str  # what the seed says
+    seed: str  # the seed's number
+    rule: str  # EFFECT | NO_CHANGE | ABOVE
+    run: str = "–"  # this run: mean over replicates [t interval]
+    per_replicate: str = "–"  # each replicate's number and one-draw verdict
+    test: str = "–"  # the pooled test, in words
+    pvalue: float | None = None  # the pooled p (Holm-adjusted by `evaluate`)
+    effect: float | None = None  # the number the p tests: the pooled effect (seed's sign
+    # convention of the pair, a - b) or, for ABOVE, this run's share minus the threshold
+    right_way: bool | None = None  # the pooled effect points the seed's way
+    against: float | None = None  # NO_CHANGE / ABOVE / several contrasts: p of the test
+    # that contradicts the claim (in Holm's family beside `pvalue`)
+    why_not: str | None = None  # not testable: why
+    note: str = ""  # e.g. an underpowered arm
+    arms: tuple[str, ...] = ()  # the arms whose check the claim rests on (checks.CHECKS)
+    no_check: str = ""  # why a claim has no arm to check
+    parts: list[Part] = field(default_factory=list)  # its contrasts, read in the verdict
+    plans: list[Plan] = field(default_factory=list)  # replicates to decide, per test
+    seed_unusable: str = ""  # why the seed's effect is not a number to plan with
+    context: str = ""  # appended to the verdict (e.g. the premise's outcome)
+    arm_checks: list[checks.ArmCheck] = field(default_factory=list, init=False)
+    check_status: str = field(default=checks.PASS, init=False)
+    check_why: str | None = field(default=None, init=False)
+    adjusted: float | None = field(default=None, init=False)
+    plan_alpha: float = field(default=ALPHA, init=False)  # the level replicates are planned at
+    against_adjusted: float | None = field(default=None, init=False)
+    name: str = field(default="", init=False)  # its function's: reports/metrics/claims/<name>.json
+
+    @property
+    def tested(self) -> bool:
+        """Gets a verdict: testable and its arms moved (so it is in Holm's family)."""
+        return not self.why_not and self.check_status == checks.PASS
+
+    def outcome(self) -> str:
+        """The verdict's first words: not testable / not tested / reproduced / ..."""
+        if self.why_not:
+            return f"not testable: {self.why_not}"
+        if self.check_status != checks.PASS:
+            return f"not tested: {self.check_why}"
+        p = self.adjusted
+        if p is None:
+            return "inconclusive: one replicate (the pooled test needs two or more)"
+        if p < ALPHA:
+            return "reproduced" if self.right_way else "contradicted"
+        if self.against_adjusted is not None and self.against_adjusted < ALPHA:
+            return "contradicted"
+        return "inconclusive"
+
+    def verdict(self) -> str:
+        parts = "; ".join(p.reading() for p in self.parts)
+        return (self.outcome() + (f" ({parts})" if parts else "")
+                + (f"; {self.context}" if self.context else ""))
+
+    def check_cell(self) -> str:
+        if not self.arm_checks:
+            return f"none: {self.no_check}" if self.no_check else "none"
+        return "; ".join(c.cell() for c in self.arm_checks)
+
+    def needed(self, seeds: Sequence[int]) -> str:
+        """For an inconclusive claim: the replicates a test across replicates would need to
+        decide it (every one of its tests, so the largest) with POWER at `plan_alpha` (the
+        family's Bonferroni level, which decides under Holm whatever the other claims do),
+        at the observed effect and at the seed's, with the SD the test used (the observed
+        spread, floored), and the command that adds them."""
+        if not self.outcome().startswith("inconclusive") or not self.plans:
+            return "–"
+        if any(p.sd is None for p in self.plans):
+            return "one replicate: no spread between replicates to plan from"
+        obs = _most([_n(p.observed, p.sd, p.one_sided, self.plan_alpha) for p in self.plans])
+        text = f"{_n_text(obs)} at the observed effect"
+        if self.seed_unusable or any(p.seed is None for p in self.plans):
+            text += (f"; the seed's effect is not a number we can use here"
+                     f" ({self.seed_unusable or 'not stated on this scale'})")
+            at_seed = None
+        else:
+            at_seed = _most([_n(p.seed, p.sd, p.one_sided if p.seed_one_sided is None
+                                else p.seed_one_sided, self.plan_alpha) for p in self.plans])
+            text += f", {_n_text(at_seed)} at the seed's"
+        for n, at in ((obs, "observed"), (at_seed, "seed's")):
+            if isinstance(n, int) and n > len(seeds):  # the observed effect's count first
+                return text + (f"; to reach {n} (the {at} effect's): `"
+                               f"{ADD_REPLICATES.format(','.join(map(str, _more_seeds(seeds, n))))}`")
+        return text
+
+
+def _n(effect: float, sd: float | None, one_sided: bool, alpha: float) -> int | None | str:
+    """Replicates for one test (None: more than stats.MAX_REPLICATES, "away": the effect
+    points away from the test's alternative or is 0)."""
+    if sd is None or sd <= 0 or effect == 0 or (one_sided and effect < 0):
+        return "away"
+    return replicates_needed(abs(effect), sd, alpha, POWER,
+                             "greater" if one_sided else "two-sided")
+
+
+def _no_rise_plan(label: str, mean: float, seed_mean: float, sd: float | None) -> Plan:
+    """A no-change test is decided by the one-sided test below MARGIN when the effect is
+    below it, else by the test of the rise (two-sided): plan with the one that would."""
+    return Plan(label, MARGIN - mean if mean < MARGIN else mean,
+                MARGIN - seed_mean if seed_mean < MARGIN else seed_mean, sd,
+                one_sided=mean < MARGIN, seed_one_sided=seed_mean < MARGIN)
+
+
+def _most(ns: list) -> int | None | str:
+    """The claim needs every test decided: the largest count (None = too many wins)."""
+    if any(n is None for n in ns):
+        return None
+    if any(n == "away" for n in ns):
+        return "away"
+    return max(ns)
+
+
+def _n_text(n: int | None | str) -> str:
+    if n == "away":
+        return "no replicate count (the effect is 0 or points away from the test)"
+    return f"more than {MAX_REPLICATES} replicates" if n is None else f"{n} replicates"
+
+
+def _more_seeds(seeds: Sequence[int], n: int) -> list[int]:
+    """This run's seeds plus the next unused integers, n in all (adding seeds trains only
+    the new replicates)."""
+    out, s = list(seeds), 0
+    while len(out) < n:
+        if s not in out:
+            out.append(s)
+        s += 1
+    return out
+
+
+def _ci(res) -> str:
+    return fmt_ci(res.mean, res.ci_low, res.ci_high, "+.3f", " (one replicate)")
+
+
+def _floor_words(res: FlooredTest) -> str:
+    if res.sd is None:
+        return ""  # one replicate: no SD, no test
+    if res.sd_within is None:
+        return ", no within-replicate error to floor its SD"
+    return (f", SD {res.sd:.3g} = max(observed {res.sd_observed or 0:.3g}, within-replicate "
+            f"{res.sd_within:.3g})" + (" (the floor binds)" if res.floored else ""))
+
+
+def _one_draw(effect: float, p: float | None, positive: bool = True) -> str:
+    """A replicate's own verdict from its within-draw test: + (significant, the seed's way),
+    − (significant, the other way), ns."""
+    if p is None or p >= ALPHA:
+        return "ns"
+    return "+" if (effect > 0) == positive else "−"
+
+
+def _pair_rows(inp: Inputs, a: str, b: str, k: int) -> tuple[dict | None, str | None]:
+    """compare.json's per-replicate rows of a vs b at k (test split), or why there are none."""
+    rep = inp.compare
+    if rep is None:
+        return None, "no compare.json"
+    key = f"{a}_vs_{b}"
+    if key in (rep.get("skipped") or {}):
+        return None, rep["skipped"][key]
+    row = get(rep, "pairs", key, "test", f"k{k}")
+    if row is None:
+        return None, f"[{a}, {b}] at k={k} not in `compare.pairs`"
+    return row["per_replicate"], None
+
+
+def _row_var(inp: Inputs, r: dict) -> float | None:
+    """A compare row's within-replicate sampling variance of pass_diff, from its bootstrap
+    interval over problems (compare.json keeps the interval, not the per-problem values)."""
+    lo, hi = r.get("pass_diff_ci_low"), r.get("pass_diff_ci_high")
+    if lo is None or hi is None:
+        return None
+    return interval_var(lo, hi, get(inp.compare, "settings", "alpha", default=0.05))
+
+
+def _within(vs: list[float | None]) -> list[float] | None:
+    return None if any(v is None for v in vs) else vs
+
+
+def _pair_test(inp: Inputs, rows: dict, **kw) -> FlooredTest:
+    return floored_t_test([r["pass_diff"] for r in rows.values()],
+                          _within([_row_var(inp, r) for r in rows.values()]), **kw)
+
+
+def _per_replicate(rows: dict, positive: bool = True, nd: int = 3) -> str:
+    return ", ".join(f"{t} {r['pass_diff']:+.{nd}f} {_one_draw(r['pass_diff'], r['pass_diff_pvalue'], positive)}"
+                     for t, r in rows.items())
+
+
+def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, seed: float | None = None,
+                 positive: bool = True) -> Claim:
+    """c filled with the pooled test of a - b at k (effect rule)."""
+    rows, why = _pair_rows(inp, a, b, k)
+    if rows is None:
+        c.why_not = why
+        return c
+    res = _pair_test(inp, rows)
+    means = [np.mean([r[f"pass_{x}"] for r in rows.values()]) for x in ("b", "a")]
+    c.run = f"pass@{k} {means[0]:.3f} → {means[1]:.3f}, diff {_ci(res)}"
+    c.per_replicate = _per_replicate(rows, positive)
+    c.test = (f"t-test across {res.n} replicates of the paired pass@{k} difference"
+              + _floor_words(res))
+    c.pvalue, c.right_way, c.effect = res.pvalue, (res.mean > 0) == positive, res.mean
+    c.plans = [Plan(f"{a} − {b}", res.mean, seed, res.sd)]
+    return c
+
+
+def _conjunction(c: Claim, parts: list[Part]) -> Claim:
+    """A claim that holds only when every contrast does: reproduced at the largest p (an
+    intersection-union test needs no correction), contradicted at the smallest p against the
+    seed, Bonferroni-corrected over the contrasts (any one of them could be it)."""
+    ps = [p.test.pvalue for p in parts]
+    c.parts = parts
+    if any(p is None for p in ps):
+        return c
+    c.right_way = all(p.right_way for p in parts)
+    c.pvalue = max(ps) if c.right_way else 1.0
+    wrong = [p.test.pvalue for p in parts if not p.right_way]
+    c.against = min(1.0, len(parts) * min(wrong)) if wrong else 1.0
+    return c
+
+
+# --------------------------------------------------------------------------- the claims
+
+def zero_informative(inp: Inputs) -> Claim:
+    c = Claim("S0: most prompts give binary RLVR no signal: the share of zero-informative "
+              f"prompts (all K samples alike) of the SFT policy is above {SHARE:.0%}, K=8",
+              "59.2% (500 prompts of its model)", ABOVE,
+              no_check="the SFT policy is measured as it is, no arm is trained for it")
+    runs = {t: m for t, m in inp.runs.get("diagnose.json", {}).items()
+            if m.get("zero_informative") is not None}
+    if not runs:
+        c.why_not = "no diagnose details"
+        return c
+    rates = [m["zero_informative"] for m in runs.values()]
+    ns = [int(m["n_problems"]) for m in runs.values()]
+    # each replicate's share is a proportion of its prompts: binomial sampling error
+    res = floored_t_test(rates, [s * (1 - s) / n for s, n in zip(rates, ns, strict=True)],
+                         null=SHARE, alternative="greater")
+    low = floored_t_test(rates, [s * (1 - s) / n for s, n in zip(rates, ns, strict=True)],
+                         null=SHARE, alternative="less")
+    ref = rate_vs_reference(rates, ns[0], 0.592, 500)
+    first = next(iter(runs.values()))
+    all_correct = np.mean([m.get("all_correct", 0.0) for m in runs.values()])
+    passk = [m.get("pass@k") for m in runs.values()]
+    c.run = (f"{np.mean(rates):.1%} (K={first.get('k')}, {ns[0]} prompts)"
+             + (f"; all-correct {all_correct:.1%}, so the share is ~1 - pass@K "
+                f"({1 - np.mean(passk):.1%}), a property of this model" if None not in passk
+                else "")
+             + f"; vs the seed's 59.2% (context, not the verdict): {ref['diff']:+.3f} ± "
+               f"{1.96 * ref['se']:.3f}, p {fmt_p(ref['pvalue'], 2)}")
+    c.per_replicate = ", ".join(
+        f"{t} {m['zero_informative']:.1%} "
+        + _one_draw(m["zero_informative"] - SHARE,
+                    binomtest(round(m["zero_informative"] * int(m["n_problems"])),
+                              int(m["n_problems"]), SHARE).pvalue)
+        for t, m in runs.items())
+    c.test = (f"one-sided t-test across {res.n} replicates that the share is above "
+              f"{SHARE:.0%}" + _floor_words(res) + "; against: the one-sided test below it")
+    c.pvalue, c.against, c.right_way = res.pvalue, low.pvalue, True
+    c.effect = res.mean - SHARE
+    # decided by the test above or the one below, whichever side the share is on
+    c.plans = [Plan(f"share − {SHARE:.0%}", abs(res.mean - SHARE), 0.592 - SHARE, res.sd, True)]
+    return c
+
+
+FEEDBACK = ("F1", "F2", "F3", "F4")
+
+
+def _mc_var(cond: dict, key: str, n: int) -> float | None:
+    """A repair condition's paired McNemar counts -> the within-replicate variance of its
+    success-rate difference (matched attempts, one outcome each)."""
+    mc = cond.get(key) or {}
+    if mc.get("b") is None or mc.get("c") is None:
+        return None
+    return binary_paired_var(int(mc["b"]), int(mc["c"]), n)
+
+
+def feedback(inp: Inputs) -> Claim:
+    c = Claim("S0: a fresh resample (R) repairs more than execution feedback (F1-F4), the "
+              "repair format without feedback (F0) far less than R, and every F beats F0",
+              "R-resample best (6.9%), every F lower, F0 lowest", EFFECT,
+              no_check="no arm is trained: repair samples the SFT policy",
+              seed_unusable="the seed's F and F0 rates are not in this claim as paired effects")
+    runs = {t: m.get("conditions", {}) for t, m in inp.runs.get("repair.json", {}).items()}
+    runs = {t: cs for t, cs in runs.items()
+            if "R" in cs and "F0" in cs and any(f in cs for f in FEEDBACK)}
+    if not runs:
+        c.why_not = "no repair details with R, F0 and F conditions"
+        return c
+    fs = [f for f in FEEDBACK if all(f in cs for cs in runs.values())]
+
+    def rate(f):
+        return np.mean([cs[f]["success_rate"] for cs in runs.values()])
+
+    best, worst = max(fs, key=rate), min(fs, key=rate)
+
+    def contrast(a, b, key, mc_of):
+        eff = [cs[a]["success_rate"] - cs[b]["success_rate"] for cs in runs.values()]
+        wv = [_mc_var(cs[mc_of], key, int(cs[mc_of].get("n") or 0) or 1)
+              for cs in runs.values()]
+        return eff, floored_t_test(eff, _within(wv))
+
+    r_f, t_rf = contrast("R", best, "mcnemar_vs_resample", best)
+    r_0, t_r0 = contrast("R", "F0", "mcnemar_vs_resample", "F0")
+    f_0, t_f0 = contrast(worst, "F0", "mcnemar_vs_F0", worst)
+    parts = [Part(f"R − best F ({best})", "F vs R, feedback against a fresh resample", t_rf),
+             Part("R − F0", "F0 vs R, the repair format itself", t_r0),
+             Part(f"worst F ({worst}) − F0", "F vs F0, the feedback's content given the "
+                  "repair format", t_f0)]
+    c = _conjunction(c, parts)
+    c.effect = t_rf.mean  # the seed's headline: R repairs best
+    c.run = (f"R {rate('R'):.1%}, best F ({best}) {rate(best):.1%}, worst F ({worst}) "
+             f"{rate(worst):.1%}, F0 {rate('F0'):.1%}; R − {best} {_ci(t_rf)}")
+    c.per_replicate = ", ".join(
+        f"{t} R−{best} {a:+.3f} {_one_draw(a, get(cs, best, 'mcnemar_vs_resample', 'pvalue'))}"
+        f" / R−F0 {b:+.3f} {_one_draw(b, get(cs, 'F0', 'mcnemar_vs_resample', 'pvalue'))}"
+        f" / {worst}−F0 {d:+.3f} {_one_draw(d, get(cs, worst, 'mcnemar_vs_F0', 'pvalue'))}"
+        for (t, cs), a, b, d in zip(runs.items(), r_f, r_0, f_0, strict=True))
+    c.test = ("three t-tests across replicates of paired success-rate differences (SD floored "
+              "at McNemar's counts of the matched attempts); reproduced only if all three "
+              "hold (p = the largest), contradicted if one is significant against the seed "
+              "(Bonferroni over the three); per replicate: McNemar")
+    c.plans = [Plan(p.label, p.test.mean, None, p.test.sd) for p in parts]
+    return c
+
+
+def self_distill(inp: Inputs) -> Claim:
+    c = Claim("S0: self-distillation on successful resamples (SD-R) raises pass@1 over SFT",
+              "pass@1 0.086 → 0.168", EFFECT, arms=("distill_R",))
+    return _pair_effect(inp, "distill_R", "sft", 1, c, seed=0.168 - 0.086)
+
+
+def shaped_premise(inp: Inputs) -> Claim:
+    c = Claim(f"S1 premise: binary-reward RLOO flat-lines, pass@1 no higher than SFT's "
+              f"('no' = no rise beyond +{MARGIN})", "flat reward curve, no learning",
+              NO_CHANGE, no_check="whether binary RLOO learns is the claim itself")
+    rows, why = _pair_rows(inp, "rloo", "sft", 1)
+    if rows is None:
+        c.why_not = why
+        return c
+    two = _pair_test(inp, rows)
+    below = _pair_test(inp, rows, null=MARGIN, alternative="less")
+    c.run = f"binary RLOO − SFT, pass@1 {_ci(two)}"
+    c.per_replicate = _per_replicate(rows)
+    c.test = (f"one-sided t-test that pass@1 rises by less than {MARGIN}" + _floor_words(two)
+              + "; against: the two-sided t-test of the rise")
+    c.pvalue, c.right_way, c.effect = below.pvalue, True, two.mean
+    if two.pvalue is not None:
+        c.against = two.pvalue if two.mean > 0 else 1.0
+    c.parts = [Part("binary RLOO − SFT pass@1", "does binary RLOO learn?", two,
+                    says=("binary learns", "binary falls below SFT", "no detectable change"))]
+    c.plans = [_no_rise_plan("pass@1 rise", two.mean, 0.0, two.sd)]
+    return c
+
+
+def shaped(inp: Inputs) -> Claim:
+    c = Claim("S1: the shaped reward restores learning: shaped-reward RLOO beats binary",
+              "shaped > binary (~0.73 3-number rollout acc.)", EFFECT,
+              arms=("rloo", "rloo_shaped"),
+              seed_unusable="~0.73 is a rollout accuracy of the seed's model, not a pass@1 "
+                            "difference")
+    c = _pair_effect(inp, "rloo_shaped", "rloo", 1, c)
+    diag = []
+    for arm in ("rloo", "rloo_shaped"):
+        runs = inp.runs.get(f"{arm}.json", {})
+        rise = [m["reward_mean_final"] - m["reward_mean_first"] for m in runs.values()
+                if m.get("reward_mean_final") is not None and m.get("reward_mean_first") is not None]
+        zs = [m["zero_std_groups"] / m["groups"] for m in runs.values() if m.get("groups")]
+        if rise:
+            diag.append(f"{arm}: reward rise {np.mean(rise):+.3f}, zero-std groups "
+                        f"{np.mean(zs):.0%}" if zs else f"{arm}: reward rise {np.mean(rise):+.3f}")
+    c.note = ("diagnostic (not the test; any multi-level reward lowers it by construction): "
+              + "; ".join(diag)) if diag else ""
+    return c
+
+
+def ipo_sources(inp: Inputs) -> Claim:
+    c = Claim("S1: verified teacher pairs (easyneg) beat scripted pairs for IPO, average "
+              "pass@k over k", "avg pass@k easyneg 0.62 ≈ hardneg 0.61 > scripted 0.46", EFFECT,
+              arms=("ipo_easyneg", "ipo_scripted"))
+    ks = sorted(int(k[1:]) for k in get(inp.compare, "pairs", "ipo_easyneg_vs_ipo_scripted",
+                                         "test", default={}))
+    per_k = {k: _pair_rows(inp, "ipo_easyneg", "ipo_scripted", k)[0] for k in ks}
+    if not ks or any(v is None for v in per_k.values()):
+        c.why_not = _pair_rows(inp, "ipo_easyneg", "ipo_scripted", 1)[1] or "no k"
+        return c
+    tags = list(per_k[ks[0]])
+    effects = [float(np.mean([per_k[k][t]["pass_diff"] for k in ks])) for t in tags]
+    # the average over k of differences measured on the same samples: its sampling SD is at
+    # most the average of the per-k SDs (equal when the k are perfectly correlated), which
+    # this uses: the conservative end
+    ses = [[_row_var(inp, per_k[k][t]) for k in ks] for t in tags]
+    wv = _within([None if None in s else float(np.mean(np.sqrt(s))) ** 2 for s in ses])
+    res = floored_t_test(effects, wv)
+    c.run = f"avg over k={ks} of pass@k easyneg - scripted {_ci(res)}"
+    c.per_replicate = ", ".join(f"{t} {e:+.3f}" for t, e in zip(tags, effects, strict=True))
+    c.test = (f"t-test across {res.n} replicates of the per-replicate average pass@k "
+              "difference" + _floor_words(res))
+    c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
+    c.plans = [Plan("easyneg − scripted", res.mean, 0.62 - 0.46, res.sd)]
+    pairs = {s: m.get("pairs") for s, m in ((s, inp.data.get(f"ipo/{s}.json") or {})
+                                            for s in ("scripted", "easyneg", "hardneg", "base"))}
+    c.note = "pairs per source: " + ", ".join(f"{s} {n}" for s, n in pairs.items() if n)
+    return c
+
+
+def rloo_sharpens(inp: Inputs) -> Claim:
+    c = Claim(f"S4: RLOO raises pass@1 but not pass@k (sharpening), 'not' = no rise beyond "
+              f"+{MARGIN}", "pass@1 0.354 → 0.598; pass@16 0.800 → 0.740", NO_CHANGE,
+              arms=("rloo",))
+    k = max((int(k[1:]) for k in get(inp.compare, "pairs", "rloo_vs_sft", "test",
+                                     default={})), default=None)
+    r1, why1 = _pair_rows(inp, "rloo", "sft", 1)
+    rk, whyk = _pair_rows(inp, "rloo", "sft", k) if k else (None, "no k")
+    if r1 is None or rk is None:
+        c.why_not = why1 or whyk
+        return c
+    up, top = _pair_test(inp, r1), _pair_test(inp, rk)
+    # one-sided: pass@k rises by less than MARGIN (the upper half of a TOST)
+    no_rise = _pair_test(inp, rk, null=MARGIN, alternative="less")
+    c.run = f"pass@1 diff {_ci(up)}; pass@{k} diff {_ci(top)}"
+    c.effect = top.mean  # the claim is about pass@k
+    c.per_replicate = "; ".join(
+        f"{t} pass@1 {r1[t]['pass_diff']:+.3f} {_one_draw(r1[t]['pass_diff'], r1[t]['pass_diff_pvalue'])}"
+        f", pass@{k} {rk[t]['pass_diff']:+.3f}" for t in r1 if t in rk)
+    c.test = (f"both: t-test of the pass@1 rise, and one-sided t-test that pass@{k} rises by "
+              f"less than {MARGIN} (p = the larger); SDs floored at the within-replicate "
+              "error; against: pass@1 significantly down or pass@k significantly up "
+              "(Bonferroni over the two)")
+    c.parts = [Part("pass@1 diff", "pass@1 rises", up),
+               Part(f"pass@{k} diff", f"pass@{k} rises by less than {MARGIN} (one-sided)",
+                    no_rise, positive=False)]
+    if up.pvalue is not None and no_rise.pvalue is not None:
+        c.pvalue = max(up.pvalue if up.mean > 0 else 1.0, no_rise.pvalue)
+        c.right_way = up.mean > 0
+        # contradicted: pass@1 significantly down, or pass@k significantly up
+        c.against = min(1.0, 2 * min(up.pvalue if up.mean < 0 else 1.0,
+                                     top.pvalue if top.pvalue is not None and top.mean > 0
+                                     else 1.0))
+    c.plans = [Plan("pass@1 rise", up.mean, 0.598 - 0.354, up.sd),
+               _no_rise_plan(f"pass@{k} rise", top.mean, 0.740 - 0.800, top.sd)]
+    return c
+
+
+def opd_anti_collapse(inp: Inputs) -> Claim:
+    k = max((int(k[1:]) for k in get(inp.compare, "pairs", "opd_ac_vs_opd", "test",
+                                     default={})), default=16)
+    c = Claim(f"S4: anti-collapse OPD keeps pass@{k} above plain OPD", "pass@16 0.840 vs 0.780",
+              EFFECT, arms=("opd", "opd_ac"))
+    c = _pair_effect(inp, "opd_ac", "opd", k, c, seed=0.840 - 0.780)
+    opd, rloo = inp.data.get("opd.json") or {}, inp.data.get("rloo.json") or {}
+    if opd.get("groups") and rloo.get("groups"):
+        c.note = (f"both arms from SFT, same budget: {opd['groups']} prompt groups each vs "
+                  f"RLOO's {rloo['groups']}" + (" (underpowered)" if opd["groups"] <
+                                                 rloo["groups"] / 4 else ""))
+    return c
+
+
+def interventions(inp: Inputs) -> Claim:
+    c = Claim("S3: interventions then RL beat plain RL on previously unsolved problems",
+              "InT + RL > RL on D_hard (S3 Table 2, Fig. 8)", EFFECT, arms=("int",),
+              seed_unusable="S3 gives no effect on this scale")
+    runs = {t: m for t, m in inp.runs.get("int.json", {}).items()
+            if isinstance(get(m, "heldout_pass_at_k", "plain_rl"), dict)}
+    if not runs:
+        c.why_not = "no int details with a plain-RL arm"
+        return c
+    k = next(iter(runs.values())).get("k", "K")
+    effects = {t: get(m, "heldout_pass_at_k", "int", "pass@k")
+               - get(m, "heldout_pass_at_k", "plain_rl", "pass@k") for t, m in runs.items()}
+
+    def var(m):  # held-out problems solved within K samples or not: McNemar's counts
+        mc, n = get(m, "heldout_mcnemar", "int_vs_plain_rl") or {}, m.get("unsolved_heldout")
+        if mc.get("b") is None or not n:
+            return None
+        return binary_paired_var(int(mc["b"]), int(mc["c"]), int(n))
+
+    res = floored_t_test(list(effects.values()), _within([var(m) for m in runs.values()]))
+    c.run = (f"held-out pass@{k} int - plain RL {_ci(res)}"
+             f" ({get(next(iter(runs.values())), 'unsolved_heldout')} problems per replicate)")
+    c.per_replicate = ", ".join(
+        f"{t} {e:+.3f} {_one_draw(e, get(runs[t], 'heldout_mcnemar', 'int_vs_plain_rl', 'pvalue'))}"
+        for t, e in effects.items())
+    c.test = (f"t-test across {res.n} replicates of the held-out pass@{k} difference"
+              + _floor_words(res) + "; per replicate: McNemar")
+    c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
+    c.plans = [Plan("int − plain RL", res.mean, None, res.sd)]
+    return c
+
+
+CLAIMS: tuple[Callable[[Inputs], Claim], ...] = (
+    zero_informative, feedback, self_distill, shaped_premise, shaped, ipo_sources,
+    rloo_sharpens, opd_anti_collapse, interventions)
+
+
+def _check_arms(c: Claim, inp: Inputs) -> None:
+    tags = list(inp.replicates) or sorted({t for arm in c.arms for t in
+                                           inp.runs.get(checks.CHECKS[arm].file, {})})
+    c.arm_checks = [checks.check(arm, inp.runs.get(checks.CHECKS[arm].file, {}), tags)
+                    for arm in c.arms]
+    c.check_status, c.check_why = checks.summarize(c.arm_checks)
+
+
+def family(claims: Sequence[Claim]) -> list[tuple[Claim, str, float]]:
+    """Holm's family: every test that can give a verdict, i.e. each tested claim's p and,
+    where it has one, its p against (a no-change, above or several-contrast claim)."""
+    out = []
+    for c in claims:
+        if c.tested and c.pvalue is not None:
+            out.append((c, "for", c.pvalue))
+            if c.against is not None:
+                out.append((c, "against", c.against))
+    return out
+
+
+def evaluate(inp: Inputs) -> list[Claim]:
+    """Every claim, its arms checked, its ps Holm-adjusted across the family (claims not
+    tested left out)."""
+    claims = [claim(inp) for claim in CLAIMS]
+    for c, claim in zip(claims, CLAIMS, strict=True):
+        c.name = claim.__name__
+        _check_arms(c, inp)
+    fam = family(claims)
+    for c in claims:  # Holm's first step, the strictest: Bonferroni over the family
+        c.plan_alpha = ALPHA / max(1, len(fam))
+    for (c, kind, _), p in zip(fam, holm([p for _, _, p in fam]), strict=True):
+        if kind == "for":
+            c.adjusted = p
+        else:
+            c.against_adjusted = p
+    by = {c.name: c for c in claims}
+    premise, main = by.get("shaped_premise"), by.get("shaped")
+    if premise is not None and main is not None and premise.parts:
+        main.context = (f"premise (its own row): {premise.outcome()}, binary RLOO − SFT "
+                        f"pass@1 {premise.effect:+.3f}, so this row asks whether shaped adds "
+                        "to a binary arm that " + ("learns" if (premise.parts[0].test.pvalue or 1)
+                                                   < ALPHA and premise.effect > 0
+                                                   else "is not shown to learn"))
+    return claims

@@ -1,0 +1,683 @@
+"""Figures and reports/report.md, from the stages' measurement files only.
+
+The inputs are the JSON files the other stages write under reports/details/ and the
+dvclive per-step TSVs under dvclive/<run>/plots/metrics/. Nothing here loads a model or a
+dataset, so the report re-renders in seconds and always agrees with `dvc metrics show`
+(whose headline numbers are picked from the same files).
+
+    expected_inputs(policies)           -> {metrics file: stage that writes it}
+    load_inputs(metrics, dvclive, ...)  -> Inputs (the loaded files, curves and what is missing)
+    write_figures(inputs, fig_dir)      -> {figure name: file name}  (figures.py)
+    build_markdown(inputs, figures)     -> the report text
+    render_report(...)                  all of the above; require_all=True raises MissingInputs
+
+A missing input renders as a "not run" row (or paragraph) naming the stage that writes it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.io import write_text
+from ..research import INT_POLICIES  # int.json pass_at_k rows
+from ..task.prompts import NO_FEEDBACK, REPAIR_LABELS, RESAMPLE
+from .compare import compare_markdown, fmt_ci, fmt_p, md_table, pair_key
+from .figures import FIGURES, pass_ks, write_figures
+from .results import (
+    IPO_SOURCES,
+    NA,
+    RL_RUNS,
+    SECONDARY_RUNS,
+    Inputs,
+    MissingInputs,
+    load_inputs,
+    report_policies,
+)
+from .results import fmt as _f
+from .results import get as _get
+
+__all__ = ["IPO_SOURCES", "MissingInputs", "render_report", "report_policies"]
+
+
+# --------------------------------------------------------------------------- context
+
+@dataclass(frozen=True)
+class Context:
+    """What every section reads: the loaded inputs, the figures drawn and the run's choices.
+    A table row whose inputs are missing is `marker_row(...)`."""
+
+    inp: Inputs
+    figures: dict[str, str]  # figure name -> file name, for the figures drawn
+    fig_rel: str  # the figure dir, relative to report.md
+    ref: str  # `report.reference`: p-values and differences are against this policy
+    ks: tuple[int, ...]  # every test k of any policy, ascending ((1,) when none)
+    bon: str | None  # the best-of-N policy (None: no policy has eval metrics)
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.inp.data
+
+    @property
+    def kmax(self) -> int:
+        return self.ks[-1]
+
+    def not_run(self, *rels: str) -> str | None:
+        """The marker for the first missing file among rels, None when all are present."""
+        for rel in rels:
+            if _get(self.data, rel, "trained") is False:  # evaluate skipped it
+                return f"*not trained* (`{rel}`: {self.data[rel].get('not_evaluated', 'no training examples')})"
+            if rel not in self.data:
+                stage = self.inp.stages.get(rel)
+                if stage is None:  # e.g. an IPO source left out of `ipo.sources`
+                    return f"*not run* (not in this run's params: no `{rel}`)"
+                return f"*not run* (stage `{stage}` has no metrics: `{rel}`)"
+        return None
+
+    def marker_row(self, name: str, rels: list[str], ncols: int) -> list[str] | None:
+        marker = self.not_run(*rels)
+        return [name, marker, *[""] * (ncols - 2)] if marker else None
+
+    def figure(self, name: str) -> list[str]:
+        if name in self.figures:
+            return [f"![{FIGURES[name][1]}]({self.fig_rel}/{self.figures[name]})", ""]
+        return [f"*not run* (figure `{name}`: its inputs have no metrics yet)", ""]
+
+    def ev(self, policy: str, *path):
+        """A value of the policy's eval metrics (None when absent)."""
+        return _get(self.data.get(f"eval/{policy}.json"), *path)
+
+
+def make_context(inp: Inputs, figures: dict[str, str], fig_rel: str, reference: str,
+                 bon_policy: str | None) -> Context:
+    """bon_policy None: the policy with the highest test pass@1."""
+    evals = inp.evals()
+    ks = sorted({k for m in evals.values() for k in pass_ks(m["test"])}) or [1]
+    bon = bon_policy or (max(evals, key=lambda p: evals[p]["test"]["pass@1"])
+                         if evals else None)
+    return Context(inp, figures, fig_rel, reference, tuple(ks), bon)
+
+
+# --------------------------------------------------------------------------- cells
+
+def _ci(ctx: Context, policy: str, k: int, split: str = "test") -> str:
+    """pass@k with its compare.json interval, the bare eval value when compare lacks it."""
+    v = _get(ctx.data.get("compare.json"), "policies", policy, split, f"pass@{k}")
+    if v is None:
+        return _f(ctx.ev(policy, split, f"pass@{k}"))
+    return fmt_ci(v["value"], v["ci_low"], v["ci_high"])
+
+
+def _vs_ref(ctx: Context, policy: str, k: int, split: str = "test") -> tuple[dict | None, int]:
+    """The compare.json result of policy vs the reference (either pair order) and the
+    sign that makes its differences read policy - reference."""
+    pairs = _get(ctx.data.get("compare.json"), "pairs", default={})
+    for (a, b), sign in (((policy, ctx.ref), 1), ((ctx.ref, policy), -1)):
+        r = _get(pairs, pair_key(a, b), split, f"k{k}")
+        if r is not None:
+            return r, sign
+    return None, 1
+
+
+def _pvalue(ctx: Context, policy: str, k: int, split: str = "test") -> str:
+    """The headline p of policy vs the reference from compare.json: the paired sign-flip
+    permutation test on per-problem pass@k from every sample."""
+    if policy == ctx.ref:
+        return "ref."
+    r, _ = _vs_ref(ctx, policy, k, split)
+    return NA if r is None else fmt_p(r.get("pass_diff_pvalue"))
+
+
+def _mcnemar(ctx: Context, policy: str, k: int, split: str = "test") -> str:
+    """S0's test, kept as a secondary column: McNemar on the first k samples of one seed."""
+    if policy == ctx.ref:
+        return "ref."
+    r, _ = _vs_ref(ctx, policy, k, split)
+    return NA if r is None else fmt_p(r["pvalue"])
+
+
+def _pass_diff(ctx: Context, policy: str, k: int, split: str = "test") -> str:
+    """pass@k(policy) - pass@k(reference) from all samples, with its paired interval."""
+    if policy == ctx.ref:
+        return "ref."
+    r, sign = _vs_ref(ctx, policy, k, split)
+    if r is None or "pass_diff" not in r:
+        return NA
+    lo, hi = sorted((sign * r["pass_diff_ci_low"], sign * r["pass_diff_ci_high"]))
+    return fmt_ci(sign * r["pass_diff"], lo, hi, "+.3f")
+
+
+# --------------------------------------------------------------------------- sections
+
+def header_section(ctx: Context) -> list[str]:
+    lines = ["# countdown-rlvr report", "",
+             ("Generated by `stages/report.py` from `reports/details/` and `dvclive/` "
+              "only; do not edit, re-run `dvc repro report`."), ""]
+    test = next((m["test"] for m in ctx.inp.evals().values()), None)
+    if test:
+        lines += [(f"Test split: {test['n_problems']} problems, "
+                   f"{test['samples_per_group']} samples per prompt and seed, per replicate. "
+                   f"Replicates (training draws): {', '.join(ctx.inp.replicates) or 'none'}. "
+                   "The seed claims and the policies table are pooled over replicates, with "
+                   "the replicate as the unit; every other table shows ONE draw, replicate "
+                   f"`{ctx.inp.first}` (the first seed), and its p-values are that draw's paired "
+                   "tests over problems (a sign-flip permutation test on per-problem pass@k "
+                   "from every sample; McNemar on sample 0, S0's test), which leave out the "
+                   f"training variance. p-values are against `{ctx.ref}` (`report.reference`); "
+                   "NA = pair not in `compare.pairs`."), ""]
+    if ctx.inp.missing:
+        lines += ["**Incomplete run:** these inputs are missing and render as *not run*:", ""]
+        lines += [f"- `{path}` (stage `{stage}`)" for path, stage in ctx.inp.missing.items()]
+        lines.append("")
+    return lines
+
+
+def _pooled(ctx: Context, policy: str, k: int, split: str = "test") -> dict | None:
+    return _get(ctx.inp.compare, "policies", policy, split, f"pass@{k}")
+
+
+def _mean_ci(v: dict | None, spec: str = ".3f") -> str:
+    """A mean over replicates with its t interval (one draw: the bare value); spec "+.3f"
+    for a signed difference."""
+    return NA if v is None else fmt_ci(v["mean"], v.get("ci_low"), v.get("ci_high"), spec)
+
+
+def _diff_ci(d: dict | None) -> str:
+    return _mean_ci(d, "+.3f")
+
+
+def _pooled_vs_ref(ctx: Context, policy: str, k: int) -> dict | None:
+    """compare.json's pooled effect of policy - reference at k (either pair order)."""
+    for (a, b), sign in (((policy, ctx.ref), 1), ((ctx.ref, policy), -1)):
+        r = _get(ctx.inp.compare, "pairs", pair_key(a, b), "test", f"k{k}", "pooled")
+        if r is not None:
+            flip = {"mean": sign * r["mean"], "pvalue": r["pvalue"], "n": r["n"]}
+            if r.get("ci_low") is not None:
+                flip["ci_low"], flip["ci_high"] = sorted((sign * r["ci_low"], sign * r["ci_high"]))
+            return flip
+    return None
+
+
+def policies_table(ctx: Context) -> list[str]:
+    """S4 Table 1, pooled over replicates: every non-distill policy at k = 1 and the largest k,
+    each replicate's pass@1, and the replicate-unit difference from the reference."""
+    k1, kx, ref = 1, ctx.kmax, ctx.ref
+    header = ["policy", "replicates", f"pass@{k1} [95% CI]", f"pass@{kx} [95% CI]",
+              f"pass@{k1} per replicate", f"OOD pass@{kx}", f"pass@{k1} - {ref} [95% CI]",
+              f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})"]
+    rows = []
+    for p in (p for p in ctx.inp.policies if not p.startswith("distill_")):
+        marker = ctx.marker_row(p, [f"eval/{p}.json"], len(header))
+        one = _pooled(ctx, p, k1)
+        if marker or one is None:
+            rows.append(marker or [p, *[NA] * (len(header) - 1)])
+            continue
+        d1, dx = _pooled_vs_ref(ctx, p, k1), _pooled_vs_ref(ctx, p, kx)
+        per = ", ".join(f"{t} {v:.3f}" for t, v in one["per_replicate"].items())
+        rows.append([p, str(one["n"]) if one["per_replicate"].keys() != {"shared"} else "shared",
+                     _mean_ci(one), _mean_ci(_pooled(ctx, p, kx)), per,
+                     _mean_ci(_pooled(ctx, p, kx, "ood")),
+                     "ref." if p == ref else _diff_ci(d1),
+                     "ref." if p == ref else fmt_p(None if d1 is None else d1["pvalue"]),
+                     "ref." if p == ref else fmt_p(None if dx is None else dx["pvalue"])])
+    return ["## Policies (S4 Table 1)", "",
+            ("Unbiased pass@k on the held-out 3-4-number test split and the OOD split "
+             f"({_ood_operands(ctx)} numbers, targets from `problems.ood_target_range`, beyond "
+             "the training targets), as the mean over replicates (training draws) with its "
+             "95% t interval over replicates; `shared` = trained once, one draw. The difference "
+             f"from `{ref}` is the mean of the per-replicate paired differences (all samples, "
+             "paired by problem), its interval and p the t-test across replicates: the unit is "
+             "the training draw. A policy of `evaluate.first_replicate_only` has one replicate: "
+             "no interval, no p. Per-replicate paired tests (permutation over problems, "
+             "McNemar on sample 0): `reports/compare.md`."), "",
+            *md_table(header, rows), "", *ctx.figure("pass_at_k"), *ctx.figure("splits")]
+
+
+def _ood_operands(ctx: Context) -> str:
+    """The OOD split's operand counts, from the `n<m>` parts of its eval metrics ("?" if none)."""
+    counts = sorted({int(key[1:]) for m in ctx.inp.evals().values()
+                     for key in m.get("ood", {}) if key[:1] == "n" and key[1:].isdigit()})
+    return "/".join(map(str, counts)) or "?"
+
+
+def best_of_n_tables(ctx: Context) -> list[str]:
+    """S4 Table 2: the best-of-N policy at every budget (left), every policy at the
+    largest budget (right)."""
+    lines = ["## Test-time best-of-N with the verifier (S4 Table 2)", ""]
+    if ctx.bon is None or ctx.not_run(f"eval/{ctx.bon}.json"):
+        return lines + [ctx.not_run(f"eval/{ctx.bon}.json") or "*not run*", ""]
+    bon = ctx.ev(ctx.bon, "best_of_n")
+    budgets = sorted(bon, key=lambda key: int(key[1:]))  # "N1", "N2", ...
+    left = [[key[1:], _f(b["expected_acc"]), _f(b["acc"]),
+             _f(ctx.ev(ctx.bon, "test", "n4", f"pass@{key[1:]}")),
+             _f(b["expected_samples"], 2), _f(b["avg_samples"], 2)]
+            for key in budgets for b in [bon[key]]]
+    top = budgets[-1]
+    right = [ctx.marker_row(p, [f"eval/{p}.json"], 5) or [
+        p, _f(ctx.ev(p, "best_of_n", top, "expected_acc")),
+        _f(ctx.ev(p, "best_of_n", top, "acc")),
+        _f(ctx.ev(p, "test", "n4", f"pass@{top[1:]}")),
+        _f(ctx.ev(p, "best_of_n", top, "expected_samples"), 2)]
+        for p in ctx.inp.policies]
+    return lines + [
+        (f"Left: accuracy vs budget N for `{ctx.bon}` (`report.best_of_n_policy`; by "
+         "default the highest test pass@1). acc = expected accuracy (pass@N, S4 eq. 5), "
+         "realized = on the recorded sample order; avg n = expected samples drawn under "
+         "early stopping; 4-num = pass@N on 4-number problems (NA where N is not in "
+         "`evaluate.ks`)."), "",
+        *md_table(["N", "acc", "realized acc", "4-num", "avg n", "realized avg n"], left), "",
+        f"Right: every policy at N = {top[1:]}.", "",
+        *md_table(["policy", f"best-of-{top[1:]}", "realized", "4-num", "avg n"], right), "",
+        *ctx.figure("best_of_n")]
+
+
+def _ipo_eval_cells(ctx: Context, policy: str) -> list[str]:
+    """pass@k for every k, their mean and the k=1 p-value: the eval half of an IPO row."""
+    vals = [ctx.ev(policy, "test", f"pass@{k}") for k in ctx.ks]
+    known = [v for v in vals if v is not None]
+    avg = float(np.mean(known)) if known else None
+    return [*map(_f, vals), _f(avg), _pvalue(ctx, policy, 1)]
+
+
+def ipo_table(ctx: Context) -> list[str]:
+    """S1 Table 1: one row per pair source (the seeds' and any configured one), then the
+    SFT and RLOO policies as references."""
+    header = ["pairs source", "pairs", "steps", "loss first → final",
+              "margin first → final", "pref. acc", *(f"p@{k}" for k in ctx.ks), "avg",
+              f"p vs {ctx.ref} (k=1, all samples)"]
+    configured = [rel[4:-5] for rel in ctx.inp.stages if rel.startswith("ipo/")]
+    rows = []
+    for s in dict.fromkeys([*IPO_SOURCES, *configured]):
+        m = ctx.data.get(f"ipo/{s}.json")
+        rows.append(ctx.marker_row(s, [f"ipo/{s}.json", f"eval/ipo_{s}.json"], len(header))
+                    or [s, _f(m.get("pairs")), _f(m.get("steps")), _arrow(m, "loss", 4),
+                        _arrow(m, "margin", 4), _f(m.get("pref_acc_final")),
+                        *_ipo_eval_cells(ctx, f"ipo_{s}")])
+    rows += [ctx.marker_row(f"({p}, reference)", [f"eval/{p}.json"], len(header))
+             or [f"({p}, reference)", *[NA] * 5, *_ipo_eval_cells(ctx, p)]
+             for p in ("sft", "rloo")]
+    return ["## IPO by preference-pair source (S1 Table 1)", "",
+            ("IPO from the SFT policy, one run per pair source; pass@k on the test split, "
+             "avg = mean over k."), "", *md_table(header, rows), ""]
+
+
+def training_tables(ctx: Context) -> list[str]:
+    """The SFT summary, then the RL runs' per-step diagnostics, first → final."""
+    sft = ctx.data.get("sft.json")
+    lines = ["## Training", "", "### SFT", ""]
+    lines += ([ctx.not_run("sft.json"), ""] if sft is None else [*md_table(
+        ["examples", "steps", "loss first → final", "token acc final", "val loss"],
+        [[_f(sft.get("examples")), _f(sft.get("steps")), _arrow(sft, "loss", 4),
+          _f(sft.get("token_acc_final")), _f(sft.get("val_loss"), 4)]]), ""])
+    header = ["run", "reward", "steps", "reward mean", "pass rate", "zero-std groups",
+              "KL", "entropy", "forward KL", "4-number tier unlocked at (per replicate)"]
+    rows = []
+    extra = [r for r in SECONDARY_RUNS if f"{r}.json" in ctx.data]  # secondary arms, if run
+    for run in (*RL_RUNS, *extra):
+        m = ctx.data.get(f"{run}.json")
+        rows.append(ctx.marker_row(run, [f"{run}.json"], len(header)) or [
+            run, _f(m.get("reward")), _f(m.get("steps")), _arrow(m, "reward_mean"),
+            _arrow(m, "pass_rate"), _arrow(m, "zero_std_frac"), _arrow(m, "kl", 4),
+            _arrow(m, "entropy"), _arrow(m, "forward_kl", 4), _unlocks(ctx, run)])
+    return lines + [("### RLOO (binary and shaped reward, no curriculum), OPD and anti-collapse "
+                    "OPD"), "",
+                    (f"Replicate `{ctx.inp.first}`: per-step diagnostics, first → final (means "
+                     "over the first and last 10% of the steps); NA = not logged by that run. "
+                     "The curriculum column is every replicate's step at which the 4-number "
+                     "tier unlocked (never = it did not); `rloo_nocurr` trains on every tier "
+                     "from step 0, so `rloo` vs `rloo_nocurr` is what the curriculum does."), "",
+                    *md_table(header, rows), "", *ctx.figure("rl_curves")]
+
+
+def _unlocks(ctx: Context, run: str) -> str:
+    """Each replicate's curriculum unlock step of an RL run ("–": no curriculum)."""
+    runs = ctx.inp.runs.get(f"{run}.json", {})
+    if not any("tier_unlock_step" in m for m in runs.values()):
+        return NA
+    return ", ".join(f"{t} {'never' if m.get('tier_unlock_step') is None else m['tier_unlock_step']}"
+                     for t, m in runs.items() if m.get("curriculum", True))
+
+
+def diagnose_table(ctx: Context) -> list[str]:
+    """S0 §5.1: the SFT policy's zero-signal diagnosis."""
+    m = ctx.data.get("diagnose.json")
+    lines = ["## Zero-signal diagnosis (S0 §5.1)", ""]
+    if m is None:
+        return lines + [ctx.not_run("diagnose.json"), "", *ctx.figure("zero_signal")]
+    k = m.get("k")
+    header = ["pass@1", f"pass@{k}", "avg score", "all-fail", "all-correct",
+              "zero-informative", "reward contrast", "failed attempts"]
+    keys = ("pass@1", "pass@k", "avg_score", "all_fail", "all_correct", "zero_informative",
+            "reward_contrast", "n_failed_attempts")
+    return lines + [
+        (f"The SFT policy, K = {k} samples per test prompt ({_f(m.get('n_problems'))} "
+         "problems)."), "",
+        *md_table(header, [[_f(m.get(key)) for key in keys]]), "", *ctx.figure("zero_signal")]
+
+
+F0_LABEL = "F0 no feedback (not in S0)"  # the repair table's row of the bare repair prompt
+
+
+def _mcnemar_cells(c: dict, key: str, is_reference: bool) -> list[str]:
+    mc = c.get(key)
+    if is_reference or not mc:
+        return ["(reference)" if is_reference else NA, NA]
+    return [f"{mc['b']} / {mc['c']}", fmt_p(mc["pvalue"])]
+
+
+def _repair_row(cond: str, label: str, c: dict | None, ncols: int) -> list[str]:
+    """One S0 Table 2 row: a condition's repair outcome and its McNemar vs R-resample and
+    vs F0 (what the feedback's content adds over the bare repair prompt)."""
+    if c is None:
+        return [label, "*not run* (condition not in `repair.conditions`)", *[""] * (ncols - 2)]
+    return [label, _f(c["success_rate"], 4), _f(c["successes"]), _f(c["n"]),
+            _f(c["new_error_rate"], 4), _f(c["feedback_tokens"], 2),
+            *_mcnemar_cells(c, "mcnemar_vs_resample", cond == RESAMPLE),
+            *_mcnemar_cells(c, "mcnemar_vs_F0", cond == NO_FEEDBACK)]
+
+
+def repair_table(ctx: Context) -> list[str]:
+    """S0 Table 2: repair success of the SFT policy's failed attempts per condition."""
+    lines = ["## Feedback repair by condition (S0 Table 2)", ""]
+    m = ctx.data.get("repair.json")
+    if m is None:
+        return lines + [ctx.not_run("repair.json"), "", *ctx.figure("repair")]
+    header = ["condition", "success", "count", "n", "new error", "avg. feedback tokens",
+              "McNemar vs R-resample (b / c)", "p", "McNemar vs F0 (b / c)", "p vs F0"]
+    rows = [_repair_row(cond, label, m["conditions"].get(cond), len(header))
+            for cond, label in {NO_FEEDBACK: F0_LABEL, **REPAIR_LABELS}.items()]
+    return lines + [
+        (f"{m.get('n_attempts', NA)} fixed failed attempts of the SFT policy, each repaired "
+         f"under every condition ({m.get('k', NA)} sample(s) each); McNemar on the matched "
+         "attempts (b = repaired by the condition only, c = by the reference only). F0, not in "
+         "S0, is the repair prompt with the feedback slot empty: F_i vs F0 is what the "
+         "feedback's content adds, F0 vs R-resample what the repair format does."), "",
+        *md_table(header, rows), "", *ctx.figure("repair")]
+
+
+DISTILL_COLS = ("pass@1", "pass@k", "avg_score", "all_fail", "zero_informative",
+                "reward_contrast")
+NOT_TRAINED = "not trained (no successful repairs)"
+
+
+def _distill_cells(ctx: Context, policy: str, k: int) -> list[str]:
+    """The eval half of an S0 Table 3 row, every number from the same k-sample groups
+    (eval.diagnostics_at_k), then the all-sample p and S0's McNemar vs the reference."""
+    d = ctx.ev(policy, "diagnostics_by_k", f"k{k}") or {}
+    return [*(_f(d.get(key), 4 if key not in ("pass@1", "pass@k") else 3)
+              for key in DISTILL_COLS), _pvalue(ctx, policy, 1),
+            *(_pass_diff(ctx, policy, kk) for kk in dict.fromkeys((k, ctx.kmax))),
+            _mcnemar(ctx, policy, 1)]
+
+
+def distill_table(ctx: Context) -> list[str]:
+    """S0 Table 3: SFT and RLOO, then SFT self-distilled on each condition's repairs."""
+    k = 8 if 8 in ctx.ks else ctx.kmax
+    header = ["policy", "training signal", "examples", "pass@1", f"pass@{k}", "avg. score",
+              "all-fail", "zero-info", "contrast", f"p vs {ctx.ref} (all samples)",
+              *(f"pass@{kk} - {ctx.ref}" for kk in dict.fromkeys((k, ctx.kmax))),
+              "McNemar p, sample 0 (S0's test)"]
+    n = len(header)
+    rows = [ctx.marker_row("SFT", ["eval/sft.json"], n) or [
+                "SFT", "SFT traces", _f(_get(ctx.data.get("sft.json"), "examples")),
+                *_distill_cells(ctx, "sft", k)],
+            ctx.marker_row("RLOO", ["eval/rloo.json"], n) or [
+                "RLOO", f"{_get(ctx.data.get('rloo.json'), 'reward', default='?')} reward", NA,
+                *_distill_cells(ctx, "rloo", k)]]
+    for cond, label in REPAIR_LABELS.items():
+        name, rel = f"SD-{cond}", f"distill/{cond}.json"
+        if _get(ctx.data, rel, "trained") is False:
+            rows.append([name, f"successful {label} repairs", _f(ctx.data[rel].get("examples")),
+                         f"*{NOT_TRAINED}*", *[NA] * (n - 4)])
+            continue
+        rows.append(ctx.marker_row(name, [rel, f"eval/distill_{cond}.json"], n) or [
+            name, f"successful {label} repairs", _f(ctx.data[rel].get("examples")),
+            *_distill_cells(ctx, f"distill_{cond}", k)])
+    return ["## Self-distillation per condition (S0 Table 3)", "",
+            ("No-feedback policies on the test split; SD-X = SFT further trained on the "
+             "successful repairs of condition X (examples = distinct successful repairs). "
+             f"Every column comes from the same samples at K = {k}: each problem's samples are "
+             f"cut into groups of {k} (S0's K), and pass@1, pass@{k}, the mean `evaluate.reward` "
+             f"(avg. score), all-fail, zero-informative and contrast are rates over those "
+             f"groups, so all-fail = 1 - pass@{k}. A condition without a successful repair "
+             f"trains nothing (its policy is SFT unchanged) and is not evaluated: "
+             f"*{NOT_TRAINED}*."), "", *md_table(header, rows), ""]
+
+
+def failures_section(ctx: Context) -> list[str]:
+    return ["## Failure types", "", *ctx.figure("failures")]
+
+
+def interventions_table(ctx: Context) -> list[str]:
+    """S3: pass@k on the problems SFT leaves unsolved (trained-on and held-out halves),
+    McNemar of `int` vs each policy on each half."""
+    m = ctx.data.get("int.json")
+    lines = ["## Interventions with the solver as oracle (S3)", ""]
+    if m is None:
+        return lines + [ctx.not_run("int.json"), ""]
+    iv, k = m.get("interventions", {}), m.get("k", "K")
+
+    def cells(prefix: str, name: str) -> list[str]:
+        return [_f(_get(m, f"{prefix}pass_at_k", name, "pass@k")),
+                NA if name == "int" else fmt_p(_get(m, f"{prefix}mcnemar", f"int_vs_{name}", "pvalue"))]
+
+    rows = [[name, _f(_get(m, "pass_at_k", name, "pass@1")), *cells("", name),
+             *cells("heldout_", name)] for name in INT_POLICIES]
+    slips = {p: v for p in ("sft", "rloo")
+             if (v := ctx.ev(p, "samples", "correct_with_arithmetic_error")) is not None}
+    slip_text = ("" if not slips else " Wrong steps often do not drive the answer: "
+                 + ", ".join(f"{v:.0%} of `{p}`'s correct test samples" for p, v in slips.items())
+                 + " hold at least one wrong \"a op b = c\" claim, so an intervention replaces "
+                 "the first unrecoverable step (after which the remaining numbers can no longer "
+                 "reach the target), not the first slip.")
+    return lines + [
+        (f"Replicate `{ctx.inp.first}`. {_f(m.get('unsolved'))} of {_f(m.get('n_problems'))} "
+         "problems of the `unseen` split (no stage trains on it) unsolved by the SFT policy in "
+         f"{_f(m.get('select_k', k))} samples: {_f(m.get('unsolved_train'))} trained on (interventions, "
+         f"patch, RL), {_f(m.get('unsolved_heldout'))} held out (never trained on). "
+         f"{_f(iv.get('found'))} interventions found, {_f(iv.get('kept'))} kept by the filter. "
+         f"`plain_rl` is S3's control: the same RL, same problems and steps, from SFT without "
+         f"the patch. pass@{k} with a fresh sampling seed; McNemar of `int` against each policy."
+         + slip_text),
+        "", *md_table(["policy", "pass@1 (trained-on)", f"pass@{k} (trained-on)", "p vs int",
+                       f"pass@{k} (held-out)", "p vs int (held-out)"], rows), ""]
+
+
+def significance_section(ctx: Context) -> list[str]:
+    lines = ["## Significance (compare)", ""]
+    if "compare.json" not in ctx.data:
+        return lines + [ctx.not_run("compare.json"), ""]
+    report = _test_split_in_order(ctx.data["compare.json"], ctx.inp.policies)
+    body = compare_markdown(report).splitlines()[1:]  # drop its title
+    return lines + [(f"Replicate `{ctx.inp.first}`, the test split (pooled over replicates and "
+                    "every replicate, all splits: `reports/compare.md`).")] + body + [""]
+
+
+# --------------------------------------------------------------------------- seed claims
+
+def seed_claims_table(ctx: Context) -> list[str]:
+    """One row per headline claim of the seeds: the pooled (replicate-unit) verdict first,
+    each replicate's own number and one-draw verdict beside it, the check that the claim's
+    arms moved, and for an inconclusive claim the replicates that would decide it (claims.py
+    states the rules)."""
+    from . import claims
+
+    found = claims.evaluate(ctx.inp)
+    seeds = [int(t[1:]) for t in ctx.inp.replicates if t[1:].isdigit()]
+    rows = [[c.claim + (f" ({c.note})" if c.note else ""), c.seed, c.run, c.per_replicate,
+             c.check_cell(), c.test, c.rule, fmt_p(c.pvalue), fmt_p(c.adjusted),
+             f"**{c.verdict()}**", c.needed(seeds)] for c in found]
+    n, fam = len(ctx.inp.replicates), len(claims.family(found))
+    return ["## Seed claims vs this run", "",
+            (f"{n} replicate(s) ({', '.join(ctx.inp.replicates) or 'none'}): every compared "
+             "policy trained and evaluated once per training seed; the unit of every verdict "
+             "is the replicate. Rules: *effect* = reproduced / contradicted only when the "
+             "t-test across replicates of the per-replicate paired effect is significant "
+             f"(alpha {claims.ALPHA}) after Holm's correction over the family ({fam} tests: "
+             "each tested claim's p and, for a no-change, above or several-contrast claim, "
+             "its p against), in / against the seed's direction, else inconclusive; a claim "
+             "of several contrasts holds only when each does; *no change* = reproduced only "
+             f"when the interval also excludes a rise above {claims.MARGIN} (one-sided "
+             "equivalence), never from a non-significant test; *above* = a one-sided test "
+             "that the share exceeds the seed's threshold (the seed's own rate is context). "
+             "Every test's SD is the larger of the spread between replicates and the "
+             "replicates' own sampling error, so three replicates that agree by chance "
+             "cannot make a few discordant problems look certain. Why a t-test across "
+             "replicates: it holds its size when training draws differ, which a test over "
+             "the problems of one draw does not (the per-replicate column: + / − = that draw "
+             "alone is significant for / against the seed, ns = not; read it as what a "
+             "one-draw report would have said). **Not tested**: a claim whose arm did not "
+             "move in some replicate (the arm check column: one stated check per arm, on "
+             "training or validation data, never the test split), or whose check was not "
+             "measured, gets no verdict and is left out of the family. **Replicates to "
+             f"decide**: for an inconclusive claim, the replicates at which the t-test has "
+             f"{claims.POWER:.0%} power at the observed effect and at the seed's, with the "
+             f"SD it used, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's strictest step); "
+             "adding seeds to `replicates.seeds` trains only the new replicates. The seeds "
+             "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
+            *md_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
+                       "arm check", "test", "rule", "p", "p (Holm)", "verdict",
+                       "replicates to decide"], rows), ""]
+
+
+NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
+
+
+def _teacher_caveat(ctx: Context) -> list[str]:
+    """What the teacher is (its size from its own training details, not an assumption) and
+    its margin over the student, which OPD and the teacher pair sources rely on."""
+    teacher, student = ctx.data.get("teacher.json") or {}, ctx.data.get("sft.json") or {}
+    t1, s1 = _pooled(ctx, "teacher", 1), _pooled(ctx, "sft", 1)
+    if not teacher.get("n_params") or t1 is None or s1 is None:
+        return []
+    same = teacher.get("n_params") == student.get("n_params")
+    margin = t1["mean"] - s1["mean"]
+    return [f"- **The teacher** has {teacher['n_params']:,} parameters"
+            + (" (the student's architecture, trained longer from the same base)" if same
+               else f" (the student: {student.get('n_params', 0):,})")
+            + f"; its test pass@1 is {t1['mean']:.3f} against the student's {s1['mean']:.3f} "
+            f"(mean over replicates), a margin of {margin:+.3f}. OPD distils toward it and "
+            "the easyneg / hardneg pairs take its samples as chosen answers, so both rest on "
+            "that margin" + (": with a teacher no better than the student they test little."
+                             if margin <= 0 else ".")]
+
+
+OOD_FLOOR = 0.1  # best OOD pass@k below this: the split cannot tell the policies apart
+
+
+def _ood_caveat(ctx: Context) -> list[str]:
+    """#25.7: say so when the OOD split cannot tell the policies apart at this model size."""
+    compare = ctx.inp.compare or {}
+    key = f"pass@{ctx.kmax}"
+    best = max(((_get(v, "ood", key, "mean"), p) for p, v in compare.get("policies", {}).items()
+                if _get(v, "ood", key, "mean") is not None), default=None)
+    ps = [(_get(v, "ood", f"k{ctx.kmax}", "pooled", "pvalue"), pair)
+          for pair, v in compare.get("pairs", {}).items()]
+    ps = [(p, pair) for p, pair in ps if p is not None]
+    if best is None or not ps or best[0] >= OOD_FLOOR:
+        return []
+    p_min, pair = min(ps)
+    return [(f"- **The OOD split** (3 numbers, targets beyond training's): the best policy's "
+             f"OOD {key} is {best[0]:.3f} (`{best[1]}`, mean over replicates) and the smallest "
+             f"pooled OOD p is {fmt_p(p_min, 2)} (`{pair}`, before any correction for the "
+             f"{len(ps)} pairs), so at this model size the OOD column measures almost nothing; "
+             "it stays in the policies table (not the DVC headline) for larger students.")]
+
+
+def caveats_section(ctx: Context) -> list[str]:
+    """#17.8: where this run's design departs from the seeds, and what that does."""
+    lines = ["## Design differences from the seeds", ""]
+    rloo = ctx.data.get("rloo.json") or {}
+    lines.append(f"- **RLOO's KL term** (coefficient {_f(rloo.get('kl_coef'))}) is the k3 "
+                 "estimate to the frozen SFT policy, as in S1; S4's pulls toward the sampling "
+                 "policy. The KL column of the training table is distance from SFT, which "
+                 "grows as the policy learns.")
+    fails = ctx.ev(ctx.ref, "failures") or {}
+    failed = sum(v for c, v in fails.items() if c != "correct")
+    if failed:
+        misuse = sum(fails.get(c, 0) for c in NUMBER_MISUSE) / failed
+        lines.append(
+            f"- **The shaped reward** (S1's partial credit) scores any answer that misuses the "
+            f"pool (unknown, reused or omitted numbers) 0, below the format reward's 0.1, and "
+            f"gives 0.1-0.6 only to legal expressions with the wrong value. {misuse:.0%} of "
+            f"the `{ctx.ref}` policy's failed test samples are number misuse, so most of the "
+            "contrast the shaped reward adds to a group separates misuse (0) from legal "
+            "wrong-target answers, not wrong answers from right ones: shaped-vs-binary "
+            "compares a reward that mostly teaches pool discipline with one that only "
+            "rewards solutions, and a lower zero-std fraction under shaped does not by "
+            "itself mean more signal toward correct answers.")
+    opd = ctx.data.get("opd.json") or {}
+    if opd.get("groups") and rloo.get("groups"):
+        lines.append(f"- **OPD's budget**: `opd` and `opd_ac` both start from the SFT policy "
+                     f"and train on {opd['groups']} prompt groups each, against RLOO's "
+                     f"{rloo['groups']} (S4 gives them comparable budgets); where that is far "
+                     "less, read their rows as a check of the method, not as S4's comparison.")
+    lines += _teacher_caveat(ctx) + _ood_caveat(ctx)
+    strategies = sorted(_get(ctx.data.get("teacher_traces.json"), "yield_by_strategy")
+                         or {})
+    if strategies:
+        lines.append(f"- **Teacher strategies**: {len(strategies)} "
+                     f"({', '.join(strategies)}) instead of S1's eight rotated reasoning "
+                     "strategies, so the strategy diversity of teacher traces and pairs is "
+                     "far smaller.")
+    return lines + [""]
+
+
+# report.md's sections, in order
+SECTIONS = (header_section, seed_claims_table, caveats_section, policies_table, best_of_n_tables, ipo_table, training_tables,
+            diagnose_table, repair_table, distill_table, failures_section, interventions_table,
+            significance_section)
+
+
+def _test_split_in_order(report: dict, policies: list[str]) -> dict:
+    """The compare report restricted to the test split, policies in report order and k
+    ascending (write_json sorts keys, so "k16" came before "k4" in the file)."""
+    def by_k(per_k):
+        return dict(sorted(per_k.items(), key=lambda item: int(item[0][1:])))
+
+    rank = {p: i for i, p in enumerate(policies)}
+    pols = sorted(report["policies"].items(), key=lambda item: rank.get(item[0], len(rank)))
+    return {"settings": report["settings"],
+            "policies": {p: {"test": v["test"]} for p, v in pols if "test" in v},
+            "pairs": {key: {"test": by_k(v["test"])} if "test" in v else {}
+                      for key, v in report["pairs"].items()}}
+
+
+def _arrow(m: dict, key: str, nd: int = 3) -> str:
+    """`<key>_first → <key>_final` of a training summary."""
+    first, final = m.get(f"{key}_first"), m.get(f"{key}_final")
+    if first is None and final is None:
+        return NA
+    return f"{_f(first, nd)} → {_f(final, nd)}"
+
+
+def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures",
+                   reference: str = "sft", best_of_n_policy: str | None = None) -> str:
+    """report.md: the seeds' tables filled from the metrics, each figure embedded (figure
+    paths relative to the report: fig_rel/<name>.png)."""
+    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy)
+    return "\n".join(line for section in SECTIONS for line in section(ctx)).rstrip() + "\n"
+
+
+def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str | Path,
+                  fig_dir: str | Path, configured=(), ipo_sources=IPO_SOURCES,
+                  distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
+                  best_of_n_policy: str | None = None, dpi: int = 100,
+                  replicates=None) -> Inputs:
+    """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
+
+    configured: every policy name of `evaluate`; ipo_sources / distill: the IPO pair sources
+    and distill conditions this run trains (`ipo.sources`, `distill.conditions`); replicates:
+    `replicates.seeds` (None: the replicates found on disk).
+    """
+    inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill, replicates)
+    if require_all and inp.missing:
+        raise MissingInputs(inp.missing)
+    figures = write_figures(inp, fig_dir, dpi)
+    fig_rel = Path(os.path.relpath(Path(fig_dir), Path(out_md).parent)).as_posix()
+    write_text(out_md, build_markdown(inp, figures, fig_rel, reference, best_of_n_policy))
+    return inp

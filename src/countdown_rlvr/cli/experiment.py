@@ -1,0 +1,509 @@
+"""The pipeline in one table: every dvc.yaml stage, in run order. dvc.yaml is made from it.
+
+    python -m countdown_rlvr.cli.experiment            # print dvc.yaml
+    python -m countdown_rlvr.cli.experiment --write    # write it (tests/test_experiment.py checks
+    python -m countdown_rlvr.cli.experiment --check    # that the committed file is current)
+
+A stage's entry below says what only it can say: its script (stages/<script>.py) and
+arguments, its matrix, the data it reads and the files it writes. The rest is derived:
+
+- code deps: the library files its script imports (countdown_rlvr.cli.imports), a package
+  directory when it imports every file in it (`src/countdown_rlvr/task`);
+- params: what its config is built from once overrides are resolved
+  (countdown_rlvr.cli.stage_params): a section it reads whole by name (`sft`), else the keys it
+  reads (`ipo.beta`, ...); over an arm matrix (rloo, opd), `${item.arm}` and the keys of the
+  inherited section that no arm overrides (so `-S rloo.reward=shaped` re-runs the arms that
+  read it, not an arm that sets its own).
+
+The arms (countdown_rlvr.core.arms) make their stages: a matrix over a script's arms of every replicate
+(`rloo@<arm>-1`), a stage of its own for an arm of the first replicate only, their model
+artifacts and their curves in `dvc plots`.
+
+Every replicated stage is a DVC matrix over `replicates.seeds` (`sft@0`, `rloo@rloo-1`);
+the `_first` stages run the first seed only. Arguments that interpolate `${item...}` are
+quoted: a name never reaches the shell as code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..core.arms import arms
+from ..core.io import read_params, write_text
+from .imports import PACKAGE, ROOT, SRC, closure
+from .stage_params import ARMS, leaves, reads, resolved_keys
+
+OUT = ROOT / "dvc.yaml"
+WIDTH = 100  # the longest line of dvc.yaml, comments wrapped to fit
+SEEDS = "${replicates.seeds}"
+FIRST_SEED = ["${replicates.seeds.0}"]  # secondary arms: the first replicate seed only
+SEED = "${item.seed}"
+
+
+@dataclass(frozen=True)
+class Out:
+    """A dvc.yaml path with its options; `note` becomes its end-of-line comment."""
+    path: str
+    note: str = ""
+    cache: bool = True
+    persist: bool = False
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    note: str = ""  # the comment on the stage's line
+    script: str = ""  # stages/<script>.py; default: the stage's name
+    args: tuple[str, ...] = ()
+    matrix: dict[str, str | list[str]] = field(default_factory=dict)
+    foreach: str = ""  # a `foreach` over a list (the stage's `do:` holds the rest)
+    gated: bool = False  # a root of the graph: waits for check_params
+    inputs: tuple[str | Out, ...] = ()  # data deps (the code deps are derived)
+    outs: tuple[str | Out, ...] = ()
+    metrics: tuple[str | Out, ...] = ()
+    code: tuple[str, ...] = ()  # code deps, when not the script's imports
+    all_params: bool = False  # depends on all of params.yaml
+
+
+def details(name: str) -> Out:
+    """The stage's measurements, in git: reports/details/<name>.json."""
+    return Out(f"reports/details/{name}.json", cache=False)
+
+
+def model(name: str, seed: str | None = SEED) -> str:
+    return f"data/models/{name}" + (f"/r{seed}" if seed else "")
+
+
+def trained(name: str, logs: str = "", replicated: bool = True) -> tuple[Out, ...]:
+    """What a training stage writes: the model, its per-step curves and its details, under
+    data/models/<name>, dvclive/<logs> and reports/details/<logs> (logs: the name), per seed."""
+    r, logs = (f"/r{SEED}" if replicated else ""), logs or name
+    return (Out(model(name, SEED if replicated else None)),
+            Out(f"dvclive/{logs}{r}", "per-step curves (TSV), in git for `dvc plots`",
+                cache=False),
+            details(f"{logs}{r}"))
+
+
+CHECKED = Out("reports/details/check_params.json", "runs first")
+TRAIN = "data/problems/train.jsonl"
+TEST_SPLITS = ("data/problems/test.jsonl", "data/problems/ood.jsonl")
+SFT = model("sft")
+BASE, TEACHER = "data/models/base", "data/models/teacher"  # shared by every replicate
+
+
+def evaluation(name: str, note: str, policies: str, seeds: str | list[str]) -> Stage:
+    """An evaluate stage over replicated policies: one sample file per policy and seed."""
+    return Stage(name, note, script="evaluate", matrix={"policy": policies, "seed": seeds},
+                 args=("${item.policy}", SEED), inputs=(*TEST_SPLITS, model("${item.policy}")),
+                 outs=(f"data/eval/${{item.policy}}/r{SEED}.parquet",
+                       details(f"eval/${{item.policy}}/r{SEED}")))
+
+
+def arm_stages(script: str, note: str, key: str, inputs: tuple) -> list[Stage]:
+    """The stages of `stages/<script>.py`'s arms (countdown_rlvr.core.arms): one matrix over its arms of
+    every replicate and the seeds (`${item.<key>}`), then a stage of its own for each arm of
+    the first replicate only."""
+    first = [a for a in arms(script) if a.replicates == "first"]
+    return [Stage(script, note, matrix={key: list(ARMS[script]), "seed": SEEDS},
+                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}")),
+            *(Stage(a.name, f"{a.about}: a secondary arm, the first replicate seed only",
+                    script=script, matrix={"seed": FIRST_SEED}, args=(ARMS[a.name][0], SEED),
+                    inputs=inputs, outs=trained(a.name)) for a in first)]
+
+
+STAGES = [
+    Stage("check_params", "every param checked before DVC removes any stage's outputs",
+          code=("src/countdown_rlvr",),  # any library change re-checks (a constant output)
+          all_params=True,
+          outs=(Out("reports/details/check_params.json", "constant: passing re-runs nothing; "
+                    "a failed check leaves it (and all else) in place",
+                    cache=False, persist=True),)),
+    Stage("problems", "train / test / ood / unseen problem sets, pairwise disjoint", gated=True,
+          outs=("data/problems", details("problems"))),
+    Stage("base", "the base model every later stage starts from", gated=True,
+          outs=trained("base", replicated=False)),
+    Stage("traces", "verified solver traces of the train problems, and repair-format examples",
+          inputs=(TRAIN,),
+          outs=("data/traces/solver.jsonl", "data/traces/repair.jsonl", details("traces"))),
+    Stage("teacher", "the model whose samples become teacher traces and OPD targets",
+          inputs=("data/traces/solver.jsonl", BASE),
+          outs=trained("teacher", replicated=False)),
+    Stage("teacher_traces", "K teacher samples per train problem; the correct ones are traces",
+          inputs=(TRAIN, TEACHER),
+          outs=("data/traces/teacher.jsonl", "data/traces/teacher_samples.parquet",
+                details("teacher_traces"))),
+    Stage("dedup", "near-duplicate removal of the traces, then the train / val split of sft",
+          inputs=("data/traces/solver.jsonl", "data/traces/teacher.jsonl",
+                  "data/traces/repair.jsonl"),
+          outs=("data/sft", details("dedup"))),
+    Stage("pairs", "preference pairs from every source; `ipo.sources` chooses among them",
+          inputs=(TRAIN, "data/traces/solver.jsonl", "data/traces/teacher_samples.parquet",
+                  BASE),
+          outs=("data/pairs", details("pairs"))),
+    Stage("sft", "the student, once per replicate seed: sft@0, sft@1, ...",
+          matrix={"seed": SEEDS}, args=(SEED,),
+          inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE),
+          outs=trained("sft")),
+    Stage("ipo", "one stage per pairs source and replicate: ipo@scripted-0, ipo@easyneg-0, ...",
+          matrix={"source": "${ipo.sources}", "seed": SEEDS}, args=("${item.source}", SEED),
+          inputs=("data/pairs/pairs.jsonl", SFT),
+          outs=trained("ipo_${item.source}", "ipo/${item.source}")),
+    Stage("ipo_first", "a pairs source no seed claim uses (base): the first replicate seed only",
+          script="ipo", matrix={"source": "${ipo.first_replicate_sources}", "seed": FIRST_SEED},
+          args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT),
+          outs=trained("ipo_${item.source}", "ipo/${item.source}")),
+    *arm_stages("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: "
+                "its keys over rloo's); `dvc exp run -S rloo.reward=shaped`", "arm",
+                inputs=(TRAIN, SFT)),
+    *arm_stages("opd", "on-policy distillation from the teacher (S4 §3.3) and the anti-collapse "
+                "variant, both from the SFT policy with the same budget", "variant",
+                inputs=(TRAIN, SFT, TEACHER)),
+    Stage("diagnose", "from the SFT policy's own evaluation samples (evaluate@sft-<seed>); a "
+          "measurement only: repair samples its attempts on train problems, never on these "
+          "test ones",
+          matrix={"seed": SEEDS}, args=(SEED,), inputs=(f"data/eval/sft/r{SEED}.parquet",),
+          outs=(details(f"diagnose/r{SEED}"),)),
+    Stage("repair", "attempts: the SFT policy's failed samples on the last repair.n_problems "
+          "train problems", matrix={"seed": SEEDS}, args=(SEED,), inputs=(TRAIN, SFT),
+          outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"))),
+    Stage("distill", "one stage per repair condition and replicate: distill@R-0, ..., distill@R-2",
+          matrix={"condition": "${distill.conditions}", "seed": SEEDS},
+          args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),
+          outs=trained("distill_${item.condition}", "distill/${item.condition}")),
+    Stage("distill_first", "S0 Table 3's other conditions (F1 ... Fshuf): the first replicate "
+          "seed only", script="distill",
+          matrix={"condition": "${distill.first_replicate_conditions}", "seed": FIRST_SEED},
+          args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),
+          outs=trained("distill_${item.condition}", "distill/${item.condition}")),
+    Stage("int", "interventional training (S3 §4): a patch at the first wrong step, then RL on "
+          "the unsolved problems", matrix={"seed": SEEDS}, args=(SEED,),
+          inputs=("data/problems/unseen.jsonl",
+                  Out("data/sft/train.jsonl", "the replay mixed into the patch"),
+                  SFT, model("rloo")),
+          outs=(f"data/int/r{SEED}", *(model(m) for m in ("int_sft", "int", "int_plain_rl",
+                                                          "int_solver_sft")),
+                Out(f"dvclive/int/r{SEED}", "per-step curves of its sft, rloo, plain_rl, "
+                    "solver_sft phases", cache=False),
+                details(f"int/r{SEED}"))),
+    Stage("evaluate_shared", "the fixed inputs, sampled once: evaluate_shared@base, ...",
+          script="evaluate", foreach="${evaluate.shared}", args=("${item}",),
+          inputs=(*TEST_SPLITS, "data/models/${item}"),
+          outs=("data/eval/${item}/shared.parquet", details("eval/${item}/shared"))),
+    evaluation("evaluate", "every replicated policy once per replicate seed: evaluate@sft-0, ...",
+               "${evaluate.policies}", SEEDS),
+    evaluation("evaluate_control", "the claims' control arms (evaluate.controls), every "
+               "replicate seed", "${evaluate.controls}", SEEDS),
+    evaluation("evaluate_first", "secondary policies: the first replicate seed only",
+               "${evaluate.first_replicate_only}", FIRST_SEED),
+    Stage("compare", "per-replicate paired effects, pooled tests whose unit is the replicate",
+          inputs=(Out("data/eval", "the records of every evaluate stage"),),
+          outs=(Out("reports/compare.md", cache=False),
+                Out("reports/details/compare.json", "every pair, split, k and replicate",
+                    cache=False))),
+    Stage("report", "the report, its figures and the headline metrics (what `dvc metrics show` "
+          "/ `diff` / `dvc exp show` list)",
+          inputs=(Out("reports/details", "every stage's measurements (eval/, ipo/, distill/, "
+                      "compare, ...)"), Out("dvclive", "the RL per-step curves")),
+          outs=(Out("reports/report.md", cache=False), Out("reports/figures", cache=False)),
+          metrics=(Out("reports/metrics/eval", "<policy>.json: pass@1, pass@16, mean and SD over "
+                       "replicates", cache=False),
+                   Out("reports/metrics/claims", "<claim>.json: the seed claim's effect and p "
+                       "(Holm)", cache=False))),
+]
+
+# The trained policies, as DVC model-registry artifacts (ARTIFACTS_NOTE): name -> (path, desc).
+ARTIFACTS = {
+    "base": ("data/models/base", "the pre-trained tiny base (shared by every replicate)"),
+    "teacher": ("data/models/teacher", "the frozen teacher behind teacher traces and OPD (shared)"),
+    "sft": ("data/models/sft/r0", "the student after SFT on the deduplicated traces"),
+    "ipo_scripted": ("data/models/ipo_scripted/r0",
+                     "IPO from SFT on scripted (solver / operator-flip) pairs"),
+    "ipo_easyneg": ("data/models/ipo_easyneg/r0", "IPO from SFT on teacher easy-negative pairs"),
+    "ipo_hardneg": ("data/models/ipo_hardneg/r0", "IPO from SFT on teacher near-miss pairs"),
+    **{a.name: (model(a.name, "0"), a.about) for a in arms() if a.replicates == "all"},
+    "distill_R": ("data/models/distill_R/r0", "self-distillation on successful resample repairs"),
+    "int": ("data/models/int/r0", "intervention patch, then RL on the unsolved problems"),
+}
+
+
+def _runs(script: str | None = None, every: bool = False) -> list[str]:
+    """The first replicate's dvclive runs of `script`'s arms (every script's when None): the
+    report RL runs (Arm.curves), or every arm."""
+    return [f"{a.name}/r0" for a in arms(script) if every or a.curves]
+
+
+# `dvc plots`: title -> (y label, the dvclive metric, the runs drawn); x is the optimizer step.
+CURVES = {
+    "RL reward mean": ("mean rollout reward", "reward_mean", _runs(every=True)),
+    "RL fraction of zero-std groups": ("groups with no reward variance", "zero_std_frac",
+                                       _runs()),
+    "RL KL to the reference (k3)": ("per-token KL", "kl", _runs("rloo")),
+    "RL curriculum tier": ("highest unlocked tier (0 = 3 numbers, 1 = 3 and 4)", "tier",
+                           _runs("rloo")),
+    "RL forward KL to the teacher": ("per-token forward KL", "forward_kl", _runs("opd")),
+    "RL entropy": ("per-token entropy", "entropy", _runs()),
+    "SFT loss": ("completion cross-entropy", "loss", ["base", "teacher", "sft/r0"]),
+}
+
+HEADER = """\
+# GENERATED from src/countdown_rlvr/cli/experiment.py (the stages, in run order), the stage
+# scripts' imports (code deps) and countdown_rlvr.cli.stage_params (params): edit those, then run
+# `python -m countdown_rlvr.cli.experiment --write`. tests/test_experiment.py checks it is current.
+"""
+ARTIFACTS_NOTE = """\
+# The trained policies, as DVC model-registry artifacts (`dvc artifacts get`). Each model
+# dir carries a README.md model card (prompt format, params, training summary). A replicated
+# policy's first replicate is listed; the others are its siblings r1, r2, ...
+"""
+PLOTS_NOTE = """\
+# `dvc plots show` / `dvc plots diff main other-branch`: every file below is in git
+# (`cache: false`), so the plots render in a fresh clone without the data cache. The training
+# curves are replicate r0's (the first default seed); reports/figures/rl_curves.png draws every
+# replicate. reports/figures: the report's figures (PNG).
+"""
+
+
+# --------------------------------------------------------------------------- code deps
+
+def code_deps(script: str) -> list[str]:
+    """The library files `stages/<script>.py` runs; a package directory when it runs every
+    file in it."""
+    runs = {ROOT / p for p in closure(ROOT / "stages" / f"{script}.py")}
+
+    def walk(package: Path) -> list[Path]:
+        if all(p in runs for p in package.rglob("*.py")):
+            return [package]
+        subs = sorted(d for d in package.iterdir() if (d / "__init__.py").is_file())
+        return [p for p in package.glob("*.py") if p in runs] + [x for d in subs for x in walk(d)]
+
+    return sorted(str(p.relative_to(ROOT)) for p in walk(SRC / PACKAGE))
+
+
+def deps(stage: Stage) -> list[Out]:
+    script = stage.script or stage.name
+    return [*([CHECKED] if stage.gated else []), Out(f"stages/{script}.py"),
+            *map(Out, stage.code or code_deps(script)),
+            *(Out(i) if isinstance(i, str) else i for i in stage.inputs)]
+
+
+# --------------------------------------------------------------------------- params
+
+def _under(key: str, path: str) -> bool:
+    return key == path or key.startswith(path + ".")
+
+
+def _children(params: dict, key: str) -> list[str]:
+    return list(dict.fromkeys(f"{key}.{leaf[len(key) + 1:].split('.')[0]}"
+                              for leaf in leaves(params, key) if leaf != key))
+
+
+def _collapse(params: dict, key: str, wanted: set[str]) -> list[str]:
+    """The fewest keys under `key` that cover exactly its leaves in `wanted`, in file order."""
+    mine = set(leaves(params, key))
+    if mine and mine <= wanted:
+        return [key]
+    return [k for child in _children(params, key) for k in _collapse(params, child, wanted)]
+
+
+def param_keys(stage: Stage, params: dict) -> list[tuple[str, str]]:
+    """The stage's `params:` as (key, comment line before it or ""), from what
+    countdown_rlvr.cli.stage_params resolves for each of its arms."""
+    if stage.all_params:
+        return [("params.yaml", "")]
+    arms = ARMS.get(stage.name, (None,))
+    arm_key = next((k for k, v in stage.matrix.items() if v == list(arms)), None)
+    resolved = {arm: resolved_keys(params, stage.name, arm) for arm in arms}
+    out: list[tuple[str, str]] = []
+
+    def add(keys: list[str], note: str = "") -> None:
+        for key in keys:
+            if not any(_under(key, k) for k, _ in out):  # `int.rloo`: listed within `int`
+                out.append((key, note))
+                note = ""
+
+    for entries in zip(*(reads(stage.name, arm) for arm in arms)):
+        if isinstance(entries[0], str):  # a key or a section, read as is
+            add([entries[0]])
+            continue
+        own = [_collapse(params, e.path, {k for k in resolved[arm] if _under(k, e.path)})
+               for e, arm in zip(entries, arms)]
+        if arm_key:  # one list for every arm: each must read its own section whole
+            if any(o != [e.path] for o, e in zip(own, entries)):
+                raise ValueError(f"{stage.name}: an arm reads part of its section, which one "
+                                 "dvc.yaml list for every arm cannot say")
+            add([f"${{item.{arm_key}}}"], f"the arm's own section ({', '.join(arms)})")
+        else:
+            path, mine = entries[0].path, resolved[arms[0]]
+            skipped = [c.rpartition(".")[2] for c in _children(params, path)
+                       if not any(_under(k, c) for k in mine)]
+            add(own[0], f"all of {path} but {', '.join(skipped)}: adding to those re-runs no "
+                "other stage" if skipped else "")
+        inheriting = {arm: e for e, arm in zip(entries, arms) if e.inherit}
+        inherited = {frozenset(k for k in resolved[arm] if _under(k, e.inherit))
+                     for arm, e in inheriting.items()}
+        if len(inherited) > 1:
+            raise ValueError(f"{stage.name}: its arms inherit different keys, which one "
+                             "dvc.yaml list for every arm cannot say")
+        if inherited:
+            base = next(iter(inheriting.values())).inherit
+            names = " and ".join(e.path for e in inheriting.values())
+            add(_collapse(params, base, set(next(iter(inherited)))),
+                f"the {base} keys {names} does not override")
+    return out
+
+
+# --------------------------------------------------------------------------- dvc.yaml text
+
+def _flow(values: list[str]) -> str:
+    """A flow list, `['${replicates.seeds.0}']` (quoted where YAML needs it)."""
+    return yaml.safe_dump(values, default_flow_style=True, width=10**6).strip()
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Words filled into lines of at most `width` (a `code span` is never split)."""
+    lines: list[str] = []
+    for word in re.findall(r"`[^`]*`\S*|\S+", text):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _comment(line: str, note: str, width: int = WIDTH) -> list[str]:
+    """`line` with `note` as its end-of-line comment, wrapped onto aligned comment lines."""
+    if not note:
+        return [line]
+    col = len(line) + 2
+    first, *rest = _wrap(note, max(width - col - 2, 30))
+    return [f"{line}  # {first}", *(" " * col + f"# {p}" for p in rest)]
+
+
+def _above(note: str, pad: str) -> list[str]:
+    """`note` as whole comment lines, indented by `pad`."""
+    return [f"{pad}# {line}" for line in _wrap(note, WIDTH - len(pad) - 2)] if note else []
+
+
+def _paths(entries: list[Out], pad: str) -> list[str]:
+    lines = []
+    for e in entries:
+        opts = ["cache: false"] * (not e.cache) + ["persist: true"] * e.persist
+        line = f"{pad}- {e.path}{':' if opts else ''}"
+        if len(line) + 4 + len(e.note) <= WIDTH:
+            lines += _comment(line, e.note)
+        else:  # a long path: the note goes above it
+            lines += [*_above(e.note, pad), line]
+        lines += [f"{pad}    {o}" for o in opts]
+    return lines
+
+
+def _param_lines(keys: list[tuple[str, str]], pad: str) -> list[str]:
+    lines = []
+    for key, note in keys:
+        lines += _above(note, pad)
+        lines.append(f"{pad}- {key}:  # all of it" if key == "params.yaml" else f"{pad}- {key}")
+    return lines
+
+
+def _sections(stage: Stage, params: dict) -> dict[str, list]:
+    """The stage's lists, by dvc.yaml field: what anchors may share."""
+    out = {"deps": deps(stage), "params": param_keys(stage, params),
+           "outs": [Out(o) if isinstance(o, str) else o for o in stage.outs],
+           "metrics": [Out(m) if isinstance(m, str) else m for m in stage.metrics]}
+    return {k: v for k, v in out.items() if v}
+
+
+def _stage_lines(stage: Stage, sections: dict[str, list], shared: dict, anchors: dict
+                 ) -> list[str]:
+    """One stage; a list another stage repeats is written once, as a YAML anchor (`&ipo_deps`)
+    the other names (`*ipo_deps  # as ipo`)."""
+    lines = _comment(f"  {stage.name}:", stage.note)
+    pad = "    "
+    if stage.foreach:
+        lines += [f"{pad}foreach: {stage.foreach}", f"{pad}do:"]
+        pad += "  "
+    if stage.matrix:
+        lines.append(f"{pad}matrix:")
+        lines += [f"{pad}  {k}: {_flow(v) if isinstance(v, list) else v}"
+                  for k, v in stage.matrix.items()]
+    args = [f"'{a}'" if "${" in a else a for a in stage.args]
+    script = f"stages/{stage.script or stage.name}.py"
+    lines.append(f"{pad}cmd: " + " ".join(["python", script, *args]))
+    for name, entries in sections.items():
+        key = (name, repr(entries))
+        if key in anchors:  # written before: name it
+            first = anchors[key]
+            lines.append(f"{pad}{name}: *{first}_{name}  # as {first}")
+            continue
+        head = f"{pad}{name}:"
+        if shared.get(key, 0) > 1:
+            anchors[key] = stage.name
+            head += f" &{stage.name}_{name}"
+        lines.append(head)
+        write = _param_lines if name == "params" else _paths
+        lines += write(entries, pad + "  ")
+    return lines
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style with list items indented under their key, as in the stages above."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        return super().increase_indent(flow, False)
+
+
+def _dump(key: str, value) -> str:
+    return yaml.dump({key: value}, Dumper=_Dumper, sort_keys=False, width=WIDTH,
+                     allow_unicode=True)
+
+
+def generate(params: dict | None = None) -> str:
+    """dvc.yaml's text for `params` (params.yaml's, unchecked, when None)."""
+    if params is None:
+        params = read_params(ROOT / "params.yaml")
+    sections = [_sections(stage, params) for stage in STAGES]
+    shared = Counter((name, repr(entries)) for s in sections for name, entries in s.items())
+    lines, anchors = ["stages:"], {}
+    for stage, its in zip(STAGES, sections):
+        lines += _stage_lines(stage, its, shared, anchors)
+    artifacts = {name: {"path": path, "type": "model", "desc": desc}
+                 for name, (path, desc) in ARTIFACTS.items()}
+    plots = [{title: {"x": "step", "x_label": "optimizer step", "y_label": label,
+                      "y": {f"dvclive/{run}/plots/metrics/train/{metric}.tsv": metric
+                            for run in runs}}}
+             for title, (label, metric, runs) in CURVES.items()]
+    return "\n".join([HEADER + "\n".join(lines), "", ARTIFACTS_NOTE + _dump("artifacts", artifacts),
+                      PLOTS_NOTE + _dump("plots", ["reports/figures", *plots])])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m countdown_rlvr.cli.experiment",
+                                 description="Print dvc.yaml as the experiment table makes it.")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help=f"write it to {OUT.name}")
+    mode.add_argument("--check", action="store_true",
+                      help=f"exit 1 when the committed {OUT.name} differs from it")
+    args = ap.parse_args(argv)
+    text = generate()
+    if args.write:
+        write_text(OUT, text)  # atomic: a temporary file, then a rename
+        print(f"wrote {OUT.name}: {len(STAGES)} stages")
+    elif args.check:
+        if not OUT.is_file() or OUT.read_text() != text:
+            print(f"{OUT.name} is not what experiment.py makes: run `python -m "
+                  "countdown_rlvr.cli.experiment --write`", file=sys.stderr)
+            return 1
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""The params each stage reads, after overrides are resolved, and the check of all of them.
+
+An arm's section (countdown_rlvr.core.arms) lists only what differs from the section it inherits (say
+`reward: shaped` over `rloo:`), so what a stage reads is its own section plus the inherited
+keys it does not override. dvc.yaml lists exactly those keys for every stage
+(tests/test_stage_params.py checks both ways), so a `-S` change re-runs exactly the stages
+whose resolved config changes: `-S rloo.reward=shaped` re-runs the `rloo` arm and the stages
+that inherit `rloo.reward` (the arms that do not set it, int), not an arm that sets its own.
+
+`check_params` (the first stage, stages/check_params.py) builds every stage's config from
+`READS`, so a bad value stops `dvc repro` before DVC removes any stage's outputs, with every
+problem of the params listed at once (`check_all`).
+
+Not listed: `replicates.seeds`. A replicated stage only checks that its seed is in the list;
+adding a seed must train the new replicate only, not re-run every existing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import arms as A
+from ..core import config as C
+from ..core.errors import StageError
+
+MODEL_RUN = ("model.dtype", "model.threads")  # every stage that loads a model
+STYLE = ("model.prompt_style",)  # every stage that builds prompts
+
+
+@dataclass(frozen=True)
+class Section:
+    """A params section a stage builds into its config dataclass."""
+    path: str  # dotted: "rloo", "int.rloo"
+    cls: type  # the config dataclass (config.py)
+    inherit: str | None = None  # the section whose keys `path` overrides
+    skip: tuple[str, ...] = ()  # keys the stage does not read (lists naming other stages)
+
+
+# dvc.yaml stage -> its matrix item's key (None: no matrix) and what it reads, per item value.
+# A plain string is one key (or a whole section) read as is.
+EVAL_LISTS = ("evaluate.shared", "evaluate.policies", "evaluate.controls",
+              "evaluate.first_replicate_only")
+READS: dict[str, Any] = {
+    "problems": lambda: [Section("problems", C.Problems)],
+    "base": lambda: [*MODEL_RUN, "model.base", "model.tiny_preset", "model.seed",
+                     Section("base", C.Base)],
+    "traces": lambda: [Section("traces", C.Traces), *STYLE],
+    "teacher": lambda: [*MODEL_RUN, Section("teacher", C.Teacher)],
+    "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", C.TeacherTraces), *STYLE],
+    "dedup": lambda: [Section("dedup", C.Dedup)],
+    "pairs": lambda: [*MODEL_RUN, Section("pairs", C.Pairs), *STYLE],
+    "sft": lambda: [*MODEL_RUN, Section("sft", C.SFT)],
+    "ipo": lambda: [*MODEL_RUN, Section("ipo", C.IPO, skip=("sources", "first_replicate_sources"))],
+    "rloo": lambda arm: [*MODEL_RUN, Section(arm, C.RL, A.arm(arm).inherits), *STYLE],
+    "opd": lambda arm: [*MODEL_RUN, Section(arm, C.OPD, A.arm(arm).inherits), *STYLE],
+    "diagnose": lambda: [Section("diagnose", C.Diagnose), "evaluate.n", "evaluate.ks",
+                         "evaluate.seeds"],
+    "repair": lambda: [*MODEL_RUN, Section("repair", C.Repair), "sampler", *STYLE],
+    "distill": lambda: [*MODEL_RUN, Section("distill", C.Distill,
+                                            skip=("conditions", "first_replicate_conditions")),
+                        *STYLE],
+    "int": lambda: [*MODEL_RUN, Section("int", C.Interventions),
+                    Section("int.rloo", C.RL, "rloo"), "sampler", "traces.styles", *STYLE],
+    "evaluate": lambda: [*MODEL_RUN, Section("evaluate", C.Evaluate, skip=(
+        "shared", "policies", "controls", "first_replicate_only")),
+                         "sampler", *STYLE],
+    "compare": lambda: [Section("compare", C.Compare), *EVAL_LISTS, "replicates"],
+    "report": lambda: [Section("report", C.Report), "replicates", *EVAL_LISTS, "ipo.sources",
+                       "ipo.first_replicate_sources", "distill.conditions",
+                       "distill.first_replicate_conditions"],
+}
+# dvc.yaml stages that run another stage's script with the same reads: an arm's stage of
+# its own (countdown_rlvr.core.arms), then the `_first` and evaluation stages
+SAME_AS = {**{a.stage: a.script for a in A.ARMS if a.stage != a.script},
+           "ipo_first": "ipo", "distill_first": "distill",
+           "evaluate_shared": "evaluate", "evaluate_first": "evaluate",
+           "evaluate_control": "evaluate"}
+# dvc.yaml stage -> the arms it trains (countdown_rlvr.core.arms), in ARMS order
+ARMS: dict[str, tuple[str, ...]] = {}
+for _a in A.ARMS:
+    ARMS[_a.stage] = (*ARMS.get(_a.stage, ()), _a.name)
+del _a
+
+
+def reads(stage: str, arm: str | None = None) -> list:
+    """What the dvc.yaml stage `stage` (its `arm` for a stage that trains arms) reads."""
+    fn = READS[SAME_AS.get(stage, stage)]
+    return fn(arm or ARMS[stage][0]) if stage in ARMS else fn()
+
+
+def leaves(params: dict, key: str) -> Iterator[str]:
+    """The dotted leaf keys under `key` (itself when it holds a value, not a mapping)."""
+    value = C.at(params, key)
+    if isinstance(value, dict):
+        yield from C.leaves(value, f"{key}.")
+    else:
+        yield key
+
+
+def _inherited(params: dict, path: str, inherit: str) -> Iterator[str]:
+    """Leaf keys of `inherit` that `path` does not override (nested blocks key by key)."""
+    for leaf in leaves(params, inherit):
+        if not C.has(params, path + leaf[len(inherit):]):
+            yield leaf
+
+
+def resolved_keys(params: dict, stage: str, arm: str | None = None) -> set[str]:
+    """Every leaf key the stage's resolved config comes from: what dvc.yaml must list."""
+    out: set[str] = set()
+    for r in reads(stage, arm):
+        if isinstance(r, str):
+            out |= set(leaves(params, r))
+            continue
+        out |= {k for k in leaves(params, r.path)
+                if k.split(".")[r.path.count(".") + 1] not in r.skip}
+        if r.inherit:
+            out |= set(_inherited(params, r.path, r.inherit))
+    return out
+
+
+def stage_instances(params: dict) -> Iterator[tuple[str, str | None]]:
+    """(dvc.yaml stage, arm) for every stage `check_params` builds a config for."""
+    for stage in [*READS, *SAME_AS]:
+        for arm in ARMS.get(stage, (None,)):
+            yield stage, arm
+
+
+def check_all(params: dict) -> int:
+    """Build every stage's config and check the relations across sections; the number of
+    configs built. Raises one StageError listing every problem, each naming the key and the
+    fix: values no rule allows, unknown or missing keys, relations within a section
+    (`__post_init__`) and across sections. So one `dvc repro` shows all there is to fix."""
+    bad = C.bad_values(params)
+    found: dict[Section, list[str]] = {}  # each section's problems, built once for all stages
+    built = 0
+    for stage, arm in stage_instances(params):
+        for r in reads(stage, arm):
+            if isinstance(r, Section):
+                _section_problems(params, Section(r.path, r.cls, r.inherit), bad, found)
+                built += 1
+    problems = [*bad.values(), *(p for ps in found.values() for p in ps)]
+    broken = {_top(k) for k in bad} | {_top(s.path) for s, ps in found.items() if ps}
+    problems = list(dict.fromkeys([*problems, *cross_section_problems(params, broken)]))
+    if problems:
+        n = f"{len(problems)} problems" if len(problems) > 1 else "1 problem"
+        raise StageError("check_params", f"params.yaml has {n}; fix each (in params.yaml or "
+                         "the `-S` override) and run again:\n  " + "\n  ".join(problems))
+    return built
+
+
+def _section_problems(params: dict, s: Section, bad: dict[str, str],
+                      found: dict[Section, list[str]]) -> list[str]:
+    """The problems building `s` finds that `bad` (the values' rules) does not list."""
+    if s in found:
+        return found[s]
+    found[s] = []
+    base = Section(s.inherit, s.cls) if s.inherit else None
+    if base is not None and _section_problems(params, base, bad, found):
+        # an arm merged over a broken section would repeat its problems under the arm's
+        # name; the arm is checked once its base builds
+        return found[s]
+    # a refused value is already listed, and the section's relations could trip on it
+    tainted = any(_under(key, p) for key in bad for p in (s.path, s.inherit) if p)
+    # the base's keys, as the merged block has them under the arm's path
+    reported = {*bad, *(s.path + k[len(s.inherit):] for k in bad
+                        if s.inherit and _under(k, s.inherit))}
+    found[s] = C.build_section(s.cls, params, s.path, s.inherit, construct=not tainted,
+                               reported=reported)[1]
+    return found[s]
+
+
+def _under(key: str, path: str) -> bool:
+    return key == path or key.startswith(path + ".")
+
+
+def _top(key: str) -> str:
+    return key.split(".")[0]
+
+
+def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset()) -> list[str]:
+    """Relations between sections that no single section can check. A relation that reads a
+    section in `broken` (one with a problem of its own) waits until that one is fixed: it
+    would only repeat the problem, or trip on the bad value."""
+    def ok(*sections: str) -> bool:
+        return broken.isdisjoint(sections)
+
+    out = []
+    if ok("evaluate"):
+        out += _evaluate_relations(params, ok)
+    if ok("ipo"):
+        out += _ipo_relations(params)
+    if ok("repair", "distill"):
+        out += _distill_relations(params)
+    return out
+
+
+def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
+    """What `diagnose` and `compare` ask of `evaluate`'s samples."""
+    ev = C.from_section(C.Evaluate, "check_params", params, "evaluate")
+    out = []
+    k = C.at(params, "diagnose.k")
+    if ok("diagnose") and (k not in ev.ks or k > ev.n):
+        out.append(f"`diagnose.k` ({k}) must be one of `evaluate.ks` {ev.ks} and at most "
+                   f"`evaluate.n` ({ev.n}): S0 Table 3 shows every policy at that K; change one")
+    if not ok("compare"):
+        return out
+    if over := [k for k in C.at(params, "compare.ks") or [] if k > ev.n]:
+        out.append(f"`compare.ks` has {over} > `evaluate.n` ({ev.n}): a pair is solved within k "
+                   "of its n samples; remove them or raise evaluate.n")
+    for pair in C.at(params, "compare.pairs") or []:
+        if unknown := [x for x in pair if x not in ev.all()]:
+            out.append(f"`compare.pairs` names {unknown}, not in `evaluate` {ev.all()}; add "
+                       "them there or fix the pair")
+    return out
+
+
+def _ipo_relations(params: dict) -> list[str]:
+    from ..data.pairs import SOURCES  # pure Python: no model code
+    ipo = [*(C.at(params, "ipo.sources") or []),
+           *(C.at(params, "ipo.first_replicate_sources") or [])]
+    if unknown := [s for s in ipo if s not in SOURCES]:
+        return [(f"unknown pair source(s) {unknown} in `ipo.sources` / "
+                 f"`ipo.first_replicate_sources`; valid: {', '.join(SOURCES)}; remove or "
+                 "rename them in params.yaml")]
+    return []
+
+
+def _distill_relations(params: dict) -> list[str]:
+    repair = C.at(params, "repair.conditions") or []
+    distill = [*(C.at(params, "distill.conditions") or []),
+               *(C.at(params, "distill.first_replicate_conditions") or [])]
+    if missing := [c for c in distill if c not in repair]:
+        return [(f"`distill` trains on the repairs of {missing}, which `repair.conditions` "
+                 f"{repair} does not make; add them there")]
+    return []

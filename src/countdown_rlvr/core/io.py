@@ -1,0 +1,200 @@
+"""Small file helpers shared by every stage: params, atomic writes, metrics.
+
+Every output is written to a temporary sibling and renamed into place, so a stage
+that crashes half-way leaves the previous output (or nothing), never half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ruamel.yaml import YAML, YAMLError
+
+from .config import problems_in
+from .errors import StageError  # re-exported: stages raise io.StageError
+
+
+def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """params.yaml, every value checked (`config`), before a stage does any work. Every stage
+    starts here, so this is also where a killed run's stale temporary files are cleared."""
+    params = read_params(path)
+    if bad := problems_in(params):
+        raise StageError("params", f"{path}: " + "\n  ".join(bad) + "\nfix the value in "
+                         f"{path} (or the `-S` override) and run again.")
+    clear_stale_tmp()
+    return params
+
+
+def read_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """params.yaml as a mapping, its values unchecked: for `check_params`, which lists every
+    problem at once (stage_params.check_all) where `load_params` stops at the bad values."""
+    path = Path(path)
+    if not path.exists():
+        raise StageError("params", f"{path} not found; run from the repository root.")
+    try:  # YAML 1.2, as DVC reads it: `-S rloo.lr=1e-5` lands as 1e-05, a float (PyYAML's
+        # YAML 1.1 would read that as a string and the lr check would refuse it)
+        params = YAML(typ="safe", pure=True).load(path.read_text())
+    except YAMLError as exc:
+        raise StageError("params", f"{path} is not valid YAML ({exc}); fix the syntax.") from exc
+    if not isinstance(params, dict):
+        raise StageError("params", f"{path} must be a mapping of stage sections.")
+    return params
+
+
+TMP = re.compile(r"^\..+\.tmp$")  # atomic_path's temporary siblings: .<name>.<random>.tmp
+
+
+def clear_stale_tmp(roots: tuple[str, ...] = ("data", "reports", "dvclive")) -> list[Path]:
+    """Remove the temporary siblings a killed stage left behind, so no later stage hashes
+    half a file into a directory dep (.dvcignore hides them from DVC as well)."""
+    stale = [Path(d) / n for root in roots if Path(root).is_dir()
+             for d, dirs, files in os.walk(root) for n in dirs + files if TMP.match(n)]
+    for p in stale:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return stale
+
+
+def require_inputs(stage: str, *paths: str | Path) -> None:
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise StageError(
+            stage, f"missing input {missing}; run `dvc repro {stage}` so upstream stages run first."
+        )
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to `dest`; on success rename it onto `dest`.
+
+    Works for files and directories (e.g. `save_pretrained` folders).
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    target = tmp / dest.name
+    try:
+        yield target
+        if dest.is_dir() and not dest.is_symlink():
+            shutil.rmtree(dest)
+        elif dest.exists():
+            dest.unlink()
+        os.replace(target, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_text(dest: str | Path, text: str) -> None:
+    with atomic_path(dest) as tmp:
+        tmp.write_text(text)
+
+
+def write_json(dest: str | Path, obj: Any) -> None:
+    write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+
+
+def write_jsonl(dest: str | Path, rows: list[dict[str, Any]]) -> None:
+    write_text(dest, "".join(json.dumps(r, sort_keys=True, default=_jsonable) + "\n" for r in rows))
+
+
+# Every stage's measurements (read by compare / report: git-tracked, not DVC metrics), the
+# headline DVC tracks as metrics (written by `report`: countdown_rlvr.analysis.headline), wall times.
+DETAILS, METRICS, TIMINGS = "reports/details", "reports/metrics", "reports/timings"
+
+
+def write_details(name: str, detail: dict[str, Any]) -> None:
+    """reports/details/<name>.json: everything the stage measured."""
+    write_json(f"{DETAILS}/{name}.json", detail)
+
+
+def write_timing(name: str, timing: dict[str, Any]) -> None:
+    """reports/timings/<name>.json: wall time varies run to run, so it is kept in git but is
+    neither a DVC metric nor a DVC output (a rerun must not change dvc.lock)."""
+    write_json(f"{TIMINGS}/{name}.json", timing)
+
+
+def empty_curves(run: str, names: tuple[str, ...] = ("loss",)) -> None:
+    """Header-only dvclive TSVs in dvclive/<run>/plots/metrics/train: what a stage that trained
+    nothing leaves as the curve dir dvc.yaml declares (git keeps no empty directory, so an
+    empty one would be missing from a clone and `dvc status` would call the stage changed)."""
+    train = Path(f"dvclive/{run}/plots/metrics/train")
+    train.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (train / f"{name}.tsv").write_text(f"step\t{name}\n")
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a JSON-lines file (blank lines skipped). A bad line raises a ValueError
+    naming the file and its 1-based line number: json's own message says "line 1" for every
+    line, since it parses one line at a time, and names no file."""
+    rows = []
+    with open(path) as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(_bad_line(path, number, line, f"column {exc.colno}: not valid "
+                                           f"JSON ({exc.msg})")) from exc
+            if not isinstance(row, dict):  # bad data as above: callers catch one type
+                raise ValueError(_bad_line(path, number, line,  # noqa: TRY004
+                                           f"a JSON object expected, got {type(row).__name__}"))
+            rows.append(row)
+    return rows
+
+
+def _bad_line(path: str | Path, number: int, line: str, what: str) -> str:
+    return (f"{path}, line {number}, {what}: {line.strip()[:80]!r}; the file is damaged or "
+            "half-written: re-run the stage that writes it")
+
+
+def _jsonable(x: Any) -> Any:
+    if hasattr(x, "item"):  # numpy / torch scalars
+        return x.item()
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return str(x)
+
+
+def producing_stage(path: str | Path, dvc_yaml: str | Path = "dvc.yaml") -> str | None:
+    """Name of the dvc.yaml stage whose outs contain `path`, for error messages: a plain stage's
+    name, or a matrix / foreach group's (`dvc repro sft` runs every replicate of it). In a
+    template, `${item.<key>}` matches the matrix's literal list for <key> where it has one
+    (rloo's arms), any one path component otherwise (seeds from params.yaml)."""
+    try:
+        stages = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})
+    except (OSError, yaml.YAMLError):
+        return None
+    target = Path(path).as_posix().rstrip("/")
+    for name, stage in stages.items():
+        body = stage.get("do", stage) if isinstance(stage, dict) else {}
+        lists = {k: v for k, v in (stage.get("matrix") or {}).items() if isinstance(v, list)} \
+            if isinstance(stage, dict) else {}
+        for out in body.get("outs", []) if isinstance(body, dict) else []:
+            out = (next(iter(out)) if isinstance(out, dict) else str(out)).rstrip("/")
+            if re.fullmatch(_out_pattern(out, lists) + "(/.*)?", target):
+                return name
+    return None
+
+
+def _out_pattern(out: str, lists: dict[str, list]) -> str:
+    def part(p: str) -> str:
+        if not p.startswith("${"):
+            return re.escape(p)
+        values = lists.get(p[2:-1].removeprefix("item."))
+        if values and not any("${" in str(v) for v in values):
+            return "(" + "|".join(re.escape(str(v)) for v in values) + ")"
+        return "[^/]+"
+    return "".join(part(p) for p in re.split(r"(\$\{[^}]*\})", out))
