@@ -26,7 +26,7 @@ def main() -> None:
     ev = from_section(Evaluate, "compare", params, "evaluate")
     seeds = from_section(Replicates, "compare", params, "replicates").seeds
     pairs = cfg.pairs or []
-    for pair in pairs:  # each an [a, b] pair of names (config.RULES)
+    for pair in pairs:  # each an [a, b] pair of names (config.Compare.pairs)
         if unknown := [x for x in pair if x not in ev.all()]:
             raise io.StageError("compare", f"`compare.pairs` names {unknown}, not in `evaluate` "
                                 f"{ev.all()}; add them there or fix the pair")

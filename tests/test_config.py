@@ -65,7 +65,10 @@ CASES = [
     ({"traces": {"per_problem": 0}}, "traces.per_problem", "an integer >= 1"),
     ({"problems": {"n_test": 2.5}}, "problems.n_test", "an integer >= 1"),
     ({"rloo": {"micro_batch": True}}, "rloo.micro_batch", "null or an integer >= 1"),
-    ({"problems": {"n_tset": 100}}, "problems.n_tset", "known: seed, n_train"),
+    ({"problems": {"n_tset": 100}}, "problems.n_tset", "known in `problems`: seed, n_train"),
+    # every section refuses a key its class lacks, naming the keys it has
+    ({"dedup": {"treshold": 0.9}}, "dedup.treshold", "known in `dedup`: sources, threshold"),
+    ({"int": {"sft": {"epoch": 2}}}, "int.sft.epoch", "check the spelling (known in `int.sft`: "),
     ({"problems": {"n_numbers": 3}}, "problems.n_numbers", "a list"),
     ({"problems": {"n_numbers": [3, 7]}}, "problems.n_numbers", "<= 6"),
     ({"problems": {"ood_n_numbers": [5, 9]}}, "problems.ood_n_numbers", "<= 6"),
@@ -202,29 +205,36 @@ def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
 
 def test_rule_copies_agree_with_the_code_they_mirror():
     """config reads no torch / task code, so it keeps copies of these; they must agree."""
-    from countdown_rlvr.core.config import MAX_NUMBERS, RULES
+    from countdown_rlvr.core import config as C
+    from countdown_rlvr.core.config import MAX_NUMBERS, rule_of
     from countdown_rlvr.data.traces import STRATEGY_HINTS, STYLES
     from countdown_rlvr.model.policy import TINY_PRESETS
     from countdown_rlvr.task.solve import MAX_NUMBERS as SOLVER_MAX
     from countdown_rlvr.train.losses import LOSS_AGGREGATIONS
 
     assert MAX_NUMBERS == SOLVER_MAX
-    assert all(RULES["loss_agg"](a) is None for a in LOSS_AGGREGATIONS) and RULES["loss_agg"]("x")
-    assert all(RULES["teacher_strategy"](h) is None for h in [*STRATEGY_HINTS, None])
-    assert RULES["teacher_strategy"]("x")
+    loss_agg, strategy = rule_of(C.RL, "loss_agg"), rule_of(C.OPD, "teacher_strategy")
+    assert all(loss_agg(a) is None for a in LOSS_AGGREGATIONS) and loss_agg("x")
+    assert all(strategy(h) is None for h in [*STRATEGY_HINTS, None]) and strategy("x")
     from countdown_rlvr.core.config import FAILURE_TYPES
     from countdown_rlvr.data.repair_data import FAILURE_ORDER
 
     assert set(FAILURE_TYPES) == set(FAILURE_ORDER)
-    assert RULES["repair_mix"]({"WRONG_TARGET": 0.5, "NUMBER_REUSED": 0.5}) is None
-    assert RULES["repair_mix"]({"WRONG_TARGET": 0.5}) and RULES["repair_mix"]({"X": 1.0})
-    for key, names in (("styles", STYLES), ("strategies", STYLES), ("tiny_preset", TINY_PRESETS)):
-        rule = RULES[key] if key == "tiny_preset" else (lambda v, r=RULES[key]: r([v]))
+    mix = rule_of(C.Traces, "repair_mix")
+    assert mix({"WRONG_TARGET": 0.5, "NUMBER_REUSED": 0.5}) is None
+    assert mix({"WRONG_TARGET": 0.5}) and mix({"X": 1.0})
+    for cls, key, names in ((C.Traces, "styles", STYLES), (C.TeacherTraces, "strategies", STYLES),
+                            (C.Model, "tiny_preset", TINY_PRESETS),
+                            (C.Teacher, "tiny_preset", TINY_PRESETS)):
+        rule = rule_of(cls, key)
+        if key != "tiny_preset":
+            rule = (lambda v, r=rule: r([v]))
         assert all(rule(name) is None for name in names) and rule("x"), key
     # the reward kinds: the rule's message lists exactly the reward functions, in their order
     from countdown_rlvr.task import REWARDS
 
-    assert RULES["reward"]("x") == "one of " + ", ".join(REWARDS)
+    assert rule_of(C.RL, "reward")("x") == "one of " + ", ".join(REWARDS)
+    assert rule_of(C.Evaluate, "reward")("x") == "one of " + ", ".join(REWARDS)
 
 
 def test_from_section_names_the_missing_key_and_inherits(tmp_path):
@@ -250,6 +260,105 @@ def test_int_n_problems_must_be_a_number_where_rloo_may_be_null():
     assert problems_in({"int": {"n_problems": None}}) == [
         "`int.n_problems` is None; allowed: an integer >= 1"]
     assert problems_in({"rloo": {"n_problems": None}}) == []
+    # int.rloo overrides rloo's keys: its n_problems is rloo's, where null is allowed
+    assert problems_in({"int": {"rloo": {"n_problems": None}}}) == []
+
+
+def _classes(cls, seen):
+    """`cls` and every dataclass its fields nest (Sampler blocks, int.sft, int.rloo)."""
+    from countdown_rlvr.core.config import Block, rules
+
+    if cls not in seen:
+        seen.add(cls)
+        for rule in rules(cls).values():
+            if isinstance(rule, Block):
+                _classes(rule.cls, seen)
+    return seen
+
+
+def test_every_field_of_every_section_carries_its_rule():
+    """The field is the one description of a key: a field added without a rule fails here
+    (and in every stage that reads params), not silently unchecked."""
+    import dataclasses
+    from dataclasses import dataclass
+
+    from countdown_rlvr.core import config
+    from countdown_rlvr.core.arms import ARMS
+
+    classes = set()
+    for cls in config.SECTIONS.values():
+        _classes(cls, classes)
+    assert {c.__name__ for c in classes} >= {"Sampler", "EvalSampler", "SFT", "RL", "OPD"}
+    for cls in classes:
+        rules = config.rules(cls)
+        assert list(rules) == [f.name for f in dataclasses.fields(cls)], cls
+        for key, rule in rules.items():
+            if not isinstance(rule, config.Block):  # a rule: a message for a wrong value
+                assert isinstance(config.rule_of(cls, key)(object()), str), (cls, key)
+    # the arms' sections are their scripts' classes: SECTIONS and ARMS cover every section
+    names = {s: c.__name__ for s, c in config.SECTIONS.items()}
+    names |= {a.name: names[a.script] for a in ARMS}
+    assert names == {s: c for s, (c, _) in SECTION_CLASSES.items()}
+
+    @dataclass(frozen=True)
+    class Extra(config.Report):
+        note: str  # no rule
+
+    with pytest.raises(TypeError, match="Extra.note has no rule"):
+        config.rules(Extra)
+    with pytest.raises(TypeError, match="RL.sampler is a block of Sampler keys"):
+        config.rule_of(config.RL, "sampler")
+
+
+ARM_SECTIONS = {"rloo_shaped": "rloo", "rloo_nocurr": "rloo", "opd_ac": "opd"}
+
+
+def test_every_section_refuses_a_key_its_class_lacks():
+    from countdown_rlvr.core.config import bad_values
+
+    assert bad_values({"compare": {"alpha": 0.05, "boot_sed": 0}}) == {
+        "compare.boot_sed": "`compare.boot_sed` is not a param this pipeline reads; check the "
+        "spelling (known in `compare`: pairs, ks, seed, splits, exact, n_boot, alpha, boot_seed)"}
+    # nested blocks by their own class: int.sft as SFT, int.rloo as (partial) RL with its sampler
+    bad = bad_values({"int": {"sft": {"lr": 0.1, "reward": "binary"},
+                              "rloo": {"steps": 0, "sampler": {"top_p": 1.0, "top": 1}}}})
+    assert sorted(bad) == ["int.rloo.sampler.top", "int.rloo.steps", "int.sft.reward"]
+    assert bad["int.rloo.steps"] == "`int.rloo.steps` is 0; allowed: an integer >= 1"
+    assert "(known in `int.rloo.sampler`: temperature, top_p, top_k, max_new_tokens)" in \
+        bad["int.rloo.sampler.top"]
+    # a mapping where a value is due, and a value where a mapping is due
+    assert bad_values({"rloo": {"lr": {"a": 1}, "sampler": 3}}) == {
+        "rloo.lr": "`rloo.lr` is {'a': 1}; allowed: a number > 0",
+        "rloo.sampler": "`rloo.sampler` is 3; allowed: a mapping of params"}
+
+
+def test_an_arm_section_is_checked_as_its_scripts_and_only_with_the_registry():
+    """An arm's section holds only the keys it overrides: each checked against its script's
+    class, none missing. Which sections are arms is the registry's (core.arms), which only the
+    params check reads; a stage checks its own arm's keys when it builds them."""
+    from dataclasses import fields
+
+    from countdown_rlvr.core.config import OPD, RL, bad_values, from_section
+
+    arm = {"rloo_shaped": {"reward": "dense", "distill_coef": 0.5}, "opd_ac": {"distill_coef": 1}}
+    assert bad_values(arm, ARM_SECTIONS) == {
+        "rloo_shaped.reward": "`rloo_shaped.reward` is 'dense'; allowed: one of binary, format, "
+                              "shaped",
+        "rloo_shaped.distill_coef": "`rloo_shaped.distill_coef` is not a param this pipeline "
+                                    "reads; check the spelling (known in `rloo_shaped`: "
+                                    f"{', '.join(f.name for f in fields(RL))})"}
+    assert bad_values({"rloo_nocurr": {"curriculum": False}}, ARM_SECTIONS) == {}
+    found = bad_values({"rlooo": {"steps": 1}, "sft": {"lr": 0.1}}, ARM_SECTIONS)
+    assert list(found) == ["rlooo"] and found["rlooo"].startswith(
+        "`rlooo` is not a params section this pipeline reads; check the spelling, or add the "
+        "arm it configures to core.arms.ARMS (known: replicates, problems, ")
+    assert found["rlooo"].endswith(", report, rloo_shaped, rloo_nocurr, opd_ac)")
+    assert bad_values(arm) == bad_values({"rlooo": {}}) == {}  # no registry: left to check_params
+    # the stage that builds its arm refuses the arm's bad value (not rloo's: load_params did)
+    params = {**BASE, "opd_ac": {**BASE["opd_ac"], "distill_temperature": 0}}
+    with pytest.raises(StageError, match=r"\[opd_ac\] error: `opd_ac.distill_temperature` is 0; "
+                                         r"allowed: a number > 0"):
+        from_section(OPD, "opd_ac", params, "opd_ac", inherit="opd")
 
 
 # every params.yaml section -> the dataclass its stage builds it as (and the section it overrides)

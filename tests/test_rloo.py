@@ -261,7 +261,7 @@ def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
 
 
 def test_unknown_reward_and_bad_config_fail_before_any_model_work():
-    # bad values: refused when params are read (config.RULES), naming the key
+    # bad values: refused when params are read (the rules on config.RL's fields), naming the key
     bad = problems_in({"rloo": {"reward": "bogus", "group_size": 1, "loss_agg": "tokens",
                                 "sampler": {"temp": 1.0}}})
     assert any("`rloo.reward` is 'bogus'; allowed: one of binary, format, shaped" in b for b in bad)

@@ -115,7 +115,8 @@ def test_a_refused_value_is_listed_not_tripped_over():
 
     assert sorted(_problems(edit)) == [
         "`evaluate.n` is 'x'; allowed: an integer >= 1",
-        "`rloo.sampler.temp` is not a param this pipeline reads; check the spelling",
+        ("`rloo.sampler.temp` is not a param this pipeline reads; check the spelling (known in "
+         "`rloo.sampler`: temperature, top_p, top_k, max_new_tokens)"),
         "`sft.lr` is 0; allowed: a number > 0"]
 
 

@@ -133,7 +133,8 @@ def check_all(params: dict) -> int:
     configs built. Raises one StageError listing every problem, each naming the key and the
     fix: values no rule allows, unknown or missing keys, relations within a section
     (`__post_init__`) and across sections. So one `dvc repro` shows all there is to fix."""
-    bad = C.bad_values(params)
+    # each arm's section checked as its script's: only this check reads the arm registry
+    bad = C.bad_values(params, {a.name: a.inherits for a in A.ARMS if a.inherits})
     found: dict[Section, list[str]] = {}  # each section's problems, built once for all stages
     built = 0
     for stage, arm in stage_instances(params):

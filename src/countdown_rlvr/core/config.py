@@ -2,13 +2,19 @@
 
 So a bad value stops a stage before it loads a model or samples anything, with one message
 that names the key, the bad value and what is allowed; not after minutes of compute, and
-not as a raw TypeError. A rule applies to every key of that name, in any section and at
-any depth (so `rloo.sampler.temperature` and `int.rloo.lr` are checked too); `SECTION_RULES`
-holds the few names whose meaning depends on the section. A key no rule knows is refused:
-it is a typo, or a param this code does not read.
+not as a raw TypeError.
 
-Every params.yaml section is a frozen dataclass below (one field per key, one comment per
-field), built by `from_section`, which also checks the relations between values of a section
+Every params.yaml section is a frozen dataclass below (`SECTIONS`), and each field is the one
+description of its key: its type, the rule its value must pass in its annotation
+(`lr: Rate`, where `Rate = Annotated[float, number(0, strict=True)]`) and a one-line comment.
+A key shared by several sections is a field of one base class (Optim, Supervised, Adapter,
+Sampler), so it has one rule. `bad_values` walks params section by section, each key against
+its section's field and a nested block (`rloo.sampler`, `int.sft`, `int.rloo`) against its
+own class; a key the class lacks is refused: it is a typo, or a param this code does not read.
+An arm's section (core.arms) holds only the keys it overrides, each checked against the class
+of its script's section (see `bad_values` for who knows which sections are arms).
+
+`from_section` builds a section, which also checks the relations between values of a section
 (`__post_init__`, e.g. `int.eval_seed` != `int.seed`); stages check only relations across
 sections and files. params.yaml is the only place values live: no field has a default.
 """
@@ -16,13 +22,14 @@ sections and files. params.yaml is the only place values live: no field has a de
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from .errors import StageError
 
@@ -119,118 +126,127 @@ def modules(v: Any) -> str | None:
         "a module name pattern such as all-linear, or a list of module names"
 
 
+# the rules most fields share, and the field types that carry them (`lr: Rate`)
 POS, COUNT, SEED = integer(1), integer(0), integer(0)
 FRACTION, RATE = number(0, hi=1), number(0, strict=True)
-RULES: dict[str, Rule] = {
-    # sizes and counts
-    "n_train": POS, "n_test": POS, "n_ood": COUNT, "n_unseen": COUNT, "select_k": POS,
-    "count_train_solutions": COUNT,
-    "n_problems": optional(POS), "corpus_size": POS, "n": POS, "k": POS, "base_k": POS,
-    "n_attempts": POS, "n_continuations": POS, "traces_per_problem": POS, "n_boot": POS,
-    "batch_size": POS, "gen_batch_size": POS, "micro_batch": optional(POS), "max_len": POS,
-    "max_new_tokens": POS, "group_size": integer(2), "prompts_per_step": POS, "steps": POS,
-    "max_steps": optional(POS), "epochs": optional(RATE), "ppo_epochs": POS, "log_every": POS,
-    "time_budget_s": optional(RATE), "dpi": POS, "curriculum_target_bins": POS,
-    "curriculum_window": POS, "curriculum_deadline": optional(POS),
-    # seeds
-    "seed": SEED, "init_seed": SEED, "eval_seed": SEED, "boot_seed": SEED,
-    "seeds": list_of(SEED, unique=True),
-    # optimisation
-    "lr": RATE, "weight_decay": number(0), "grad_clip": optional(RATE), "warmup_frac": FRACTION,
-    "schedule": choice("cosine", "linear", "constant"),
-    # losses and RL
-    "beta": RATE, "rpo_alpha": number(0), "kl_coef": number(0), "is_clip": RATE,
-    "entropy_coef": number(0), "distill_coef": number(0), "rl_coef": number(0),
-    "distill_temperature": RATE, "curriculum": flag, "curriculum_threshold": FRACTION,
-    "zero_std_keep": number(0, True, 1),
-    "replay": number(0),
-    # copies of train.losses.LOSS_AGGREGATIONS, traces.STRATEGY_HINTS / STYLES and
-    # model.TINY_PRESETS (tests/test_config.py checks they agree)
-    "loss_agg": choice("sum", "mean"), "reward": choice("binary", "format", "shaped"),
-    "rl_problems": choice("unsolved", "all"), "teacher_strategy": optional(choice("direct", "search")),
-    # sampling
-    "backend": choice("hf", "vllm"), "temperature": RATE, "top_p": number(0, True, 1),
-    "top_k": COUNT,
-    # adapters and models
-    "adapter": choice("full", "lora", "dora"), "lora_r": POS, "lora_alpha": RATE,
-    "lora_dropout": number(0, hi=0.99), "target_modules": modules, "base": text,
-    "init": choice("base", "scratch"), "tiny_preset": choice("student", "teacher"),
-    "prompt_style": choice("tiny", "chat"),
-    "dtype": choice("float32", "bfloat16", "float16", "auto"), "threads": optional(POS),
-    # data; n_numbers, styles and strategies are rotations: a repeat weights an item on purpose
-    "n_numbers": list_of(integer(2, MAX_NUMBERS)), "ood_n_numbers": list_of(integer(2, MAX_NUMBERS)),
-    "number_range": int_range(1), "target_range": int_range(0), "ood_target_range": int_range(0),
-    "solutions": choice("construction", "solver"), "styles": list_of(choice("direct", "search")),
-    "strategies": list_of(choice("direct", "search")), "facts_frac": FRACTION,
-    "hint_frac": FRACTION, "pack": flag,
-    "threshold": number(0, True, 1), "val_frac": number(0, hi=0.5), "filter": flag,
-    "repair_frac": FRACTION, "repair_mix": failure_mix, "heldout_frac": number(0, hi=0.9),
-    # evaluation and statistics
-    "policies": list_of(name, unique=True), "shared": list_of(name, 0, unique=True),
-    "first_replicate_only": list_of(name, 0, unique=True), "controls": list_of(name, 0, unique=True),
-    "splits": list_of(choice("test", "ood"), unique=True), "ks": list_of(POS, unique=True),
-    "budgets": list_of(POS, unique=True), "pairs": name_pairs, "exact": flag,
-    "alpha": number(0, True, 0.5),
-    "reference": name, "best_of_n_policy": optional(name), "require_all": flag,
-    # names that become stage names, shell arguments and paths
-    "sources": list_of(name, unique=True), "conditions": list_of(name, unique=True),
-    "first_replicate_sources": list_of(name, 0, unique=True),
-    "first_replicate_conditions": list_of(name, 0, unique=True),
-    # nested blocks, checked key by key (rloo.sampler, int.rloo, pairs.base_sampler, ...)
-    "sampler": None, "base_sampler": None, "rloo": None, "sft": None,
-}
-SECTION_RULES: dict[tuple[str, str], Rule] = {
-    ("traces", "per_problem"): POS,  # traces per problem
-    ("pairs", "per_problem"): POS,  # pairs per problem and source
-    ("pairs", "max_per_source"): lambda v: None if v is None or v == "min" or POS(v) is None
-    else "a positive integer, min (the smallest source's count) or null",
-    ("dedup", "per_problem"): flag,  # compare only traces of the same problem
-    ("dedup", "sources"): list_of(choice("solver", "teacher", "repair"), unique=True),
-    ("int", "n_problems"): POS,  # int samples them all: null (all 32k) is not a sensible size
-}
-# sections whose keys are all known here: an unknown key is refused, naming the known ones
-CLOSED = {"problems": ("seed", "n_train", "count_train_solutions", "n_test", "n_ood",
-                       "n_unseen", "n_numbers", "number_range", "target_range", "ood_n_numbers",
-                       "ood_target_range")}
+Pos = Annotated[int, POS]  # a size or count
+Count = Annotated[int, COUNT]  # 0 = none
+Seed = Annotated[int, SEED]
+MaybePos = Annotated[int | None, optional(POS)]  # null = all, or no cap
+MaybeRate = Annotated[float | None, optional(RATE)]  # null = none, or off
+Rate = Annotated[float, RATE]  # a rate, temperature or scale: > 0
+Share = Annotated[float, FRACTION]  # a share of 0 .. 1
+PosShare = Annotated[float, number(0, True, 1)]  # > 0 and <= 1
+HeldOut = Annotated[float, number(0, hi=0.5)]  # a validation share
+Weight = Annotated[float, number(0)]  # a loss weight or decay: 0 = off
+Flag = Annotated[bool, flag]
+# names that become stage names, shell arguments and paths; a repeat would build a stage twice
+Names = Annotated[list[str], list_of(name, unique=True)]
+MaybeNames = Annotated[list[str], list_of(name, 0, unique=True)]  # [] = none
+Ks = Annotated[list[int], list_of(POS, unique=True)]  # k values, budgets
+Seeds = Annotated[list[int], list_of(SEED, unique=True)]
+Splits = Annotated[list[str], list_of(choice("test", "ood"), unique=True)]
+# copies of task.REWARDS, data.traces.STYLES / STRATEGY_HINTS and model.TINY_PRESETS (as
+# RL.loss_agg of train.losses.LOSS_AGGREGATIONS: config reads no torch / task code, and
+# tests/test_config.py checks they agree); n_numbers, styles and strategies are rotations: a
+# repeat weights an item on purpose
+Reward = Annotated[str, choice("binary", "format", "shaped")]
+Styles = Annotated[list[str], list_of(choice("direct", "search"))]
+Preset = Annotated[str, choice("student", "teacher")]
+Operands = Annotated[list[int], list_of(integer(2, MAX_NUMBERS))]
 
 
-def problems_in(params: dict[str, Any]) -> list[str]:
-    """Every problem in `params`, as "`path`: value is bad; allowed: ..." lines."""
-    return list(bad_values(params).values())
+def per_source_cap(v: Any) -> str | None:
+    return None if v is None or v == "min" or POS(v) is None else \
+        "a positive integer, min (the smallest source's count) or null"
 
 
-def bad_values(params: dict[str, Any]) -> dict[str, str]:
-    """{dotted key: its problem} for every value no rule allows and every key no rule knows."""
-    out: dict[str, str] = {}
+@dataclass(frozen=True)
+class Block:
+    """The rule of a field holding a block of `cls`'s keys, checked key by key: a nested
+    dataclass (`rloo.sampler`, `int.sft`), or a mapping of overrides of a section's keys
+    (`int.rloo: Annotated[dict[str, Any], Block(RL)]`, built with inherit="rloo")."""
+    cls: type
 
-    # not `leaves`: a mapping is one value where a rule takes it (repair_mix), a key no rule
-    # knows is reported once, not per leaf under it, and `CLOSED` applies per block
-    def walk(section: str, path: str, block: dict[str, Any]) -> None:
-        known = CLOSED.get(path)
-        for key, value in block.items():
-            where = f"{path}.{key}"
-            if known is not None and key not in known:
-                out[where] = f"`{where}` is not a param of `{path}` (known: {', '.join(known)})"
-                continue
-            rule = SECTION_RULES.get((section, key), RULES.get(key, _unknown))
-            if rule is _unknown:
-                out[where] = f"`{where}` is not a param this pipeline reads; check the spelling"
-            elif rule is None:  # a nested block
-                if isinstance(value, dict):
-                    walk(section, where, value)
-                elif value is not None:
-                    out[where] = f"`{where}` is {value!r}; allowed: a mapping of params"
-            elif (why := rule(value)) is not None:
-                out[where] = f"`{where}` is {value!r}; allowed: {why}"
 
-    for section, block in params.items():
-        if isinstance(block, dict):
-            walk(section, section, block)
+@functools.cache
+def rules(cls) -> dict[str, Rule | Block]:
+    """{field: its rule, or the Block of a nested dataclass} of the dataclass `cls`; a field
+    with neither is a TypeError, so that no key goes unchecked."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out: dict[str, Rule | Block] = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        meta = hint.__metadata__ if typing.get_origin(hint) is Annotated else ()
+        if dataclasses.is_dataclass(hint):
+            out[f.name] = Block(hint)
+        elif len(meta) == 1 and (isinstance(meta[0], Block) or callable(meta[0])):
+            out[f.name] = meta[0]
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name} has no rule: annotate it as "
+                            "Annotated[type, rule] (or an alias such as Pos), or a dataclass")
     return out
 
 
-def _unknown(_: Any) -> str:
-    return "a known param"
+def rule_of(cls, key: str) -> Rule:
+    """The rule of `cls`'s field `key` (KeyError: no such field; TypeError: a nested block,
+    whose keys have the rules)."""
+    rule = rules(cls)[key]
+    if isinstance(rule, Block):
+        raise TypeError(f"{cls.__name__}.{key} is a block of {rule.cls.__name__} keys")
+    return rule
+
+
+def problems_in(params: dict[str, Any], arms: Mapping[str, str] | None = None) -> list[str]:
+    """Every problem in `params`, as "`path`: value is bad; allowed: ..." lines."""
+    return list(bad_values(params, arms).values())
+
+
+def bad_values(params: dict[str, Any], arms: Mapping[str, str] | None = None) -> dict[str, str]:
+    """{dotted key: its problem} for every value its field's rule refuses and every key or
+    section no class has.
+
+    `arms`: {an arm's section: the section it overrides}, from the arm registry
+    (core.arms.ARMS); an arm's section holds only the keys that differ, each checked against
+    the class of the section it overrides. Only the params check (cli.stage_params) passes
+    it: a training stage must not read the registry (adding an arm would re-run every stage),
+    so without it a section no class has is left to that check, and a stage checks its own
+    arm's keys when it builds them (`build_section`)."""
+    known = {**SECTIONS, **{a: SECTIONS[s] for a, s in (arms or {}).items() if a not in SECTIONS}}
+    out: dict[str, str] = {}
+    for section, block in params.items():
+        if section not in known:
+            if arms is not None:
+                out[section] = (f"`{section}` is not a params section this pipeline reads; "
+                                "check the spelling, or add the arm it configures to "
+                                f"core.arms.ARMS (known: {', '.join(known)})")
+        elif isinstance(block, dict):  # else no section: `build_section` reports it missing
+            _walk(known[section], block, section, out)
+    return out
+
+
+def _walk(cls, block: dict[str, Any], path: str, out: dict[str, str],
+          unknown: bool = True) -> None:
+    """Each key of `block` (at dotted `path`) against `cls`'s field of that name, into `out`.
+
+    Not `leaves`: a mapping is one value where a rule takes it (repair_mix), and a key the
+    class lacks is reported once, not per leaf under it. unknown=False: such keys are left to
+    `_build`, which lists them."""
+    fields = rules(cls)
+    for key, value in block.items():
+        where = f"{path}.{key}"
+        rule = fields.get(key)
+        if rule is None:
+            if unknown:
+                out[where] = (f"`{where}` is not a param this pipeline reads; check the "
+                              f"spelling (known in `{path}`: {', '.join(fields)})")
+        elif isinstance(rule, Block):  # a nested block, checked key by key
+            if isinstance(value, dict):
+                _walk(rule.cls, value, where, out, unknown)
+            elif value is not None:  # null: left to the stage that builds the block
+                out[where] = f"`{where}` is {value!r}; allowed: a mapping of params"
+        elif (why := rule(value)) is not None:
+            out[where] = f"`{where}` is {value!r}; allowed: {why}"
 
 
 # --------------------------------------------------------------------------- nested mappings
@@ -304,14 +320,23 @@ def build_section(cls, params: dict[str, Any], path: str, inherit: str | None = 
 
     construct=False checks the keys only, for a section holding a value its rule refuses:
     that value is already reported, and the relations (`__post_init__`) could trip on it
-    with a raw TypeError (`"x" > 16`). `reported`: dotted keys already reported (a key no
-    rule knows), not listed again among the section's unknown keys."""
+    with a raw TypeError (`"x" > 16`). `reported`: dotted keys already reported (a bad value,
+    a key its class lacks), not listed again.
+
+    With `inherit`, the values `path` sets are checked against their rules here too: an arm's
+    section is checked by `bad_values` only with the arm registry, which a training stage
+    does not read (the params check does, and passes what it reported)."""
     paths = [p for p in (inherit, path) if p is not None]
     blocks = [_block(params, p) for p in paths]
     if absent := [p for p, b in zip(paths, blocks) if b is None]:
         return None, [f"params.yaml has no `{p}:` section; add it (see README)." for p in absent]
-    block = merged(*blocks) if inherit is not None else blocks[0]
-    return _build(cls, block, path, construct, reported)
+    if inherit is None:
+        return _build(cls, blocks[0], path, construct, reported)
+    bad: dict[str, str] = {}
+    _walk(cls, blocks[1], path, bad, unknown=False)
+    bad = {k: p for k, p in bad.items() if k not in reported}
+    built, problems = _build(cls, merged(*blocks), path, construct and not bad, reported)
+    return built, [*bad.values(), *problems]  # built: None when a value is bad
 
 
 def _block(params: dict[str, Any], path: str) -> dict[str, Any] | None:
@@ -348,10 +373,10 @@ def _build(cls, block: dict[str, Any], path: str, construct: bool,
 @dataclass(frozen=True)
 class Sampler:
     """A sampler block (`rloo.sampler`, `teacher_traces.sampler`, ...)."""
-    temperature: float  # softmax temperature (> 0)
-    top_p: float  # nucleus mass kept (1.0 = off)
-    top_k: int  # most likely tokens kept (0 = off)
-    max_new_tokens: int  # generation cap (tokens)
+    temperature: Rate  # softmax temperature (> 0)
+    top_p: PosShare  # nucleus mass kept (1.0 = off)
+    top_k: Count  # most likely tokens kept (0 = off)
+    max_new_tokens: Pos  # generation cap (tokens)
 
     def as_dict(self) -> dict[str, Any]:
         """The mapping `sampling.generate` takes."""
@@ -361,39 +386,39 @@ class Sampler:
 @dataclass(frozen=True)
 class EvalSampler(Sampler):
     """The fixed evaluation sampler, the `sampler:` section."""
-    backend: str  # hf | vllm
+    backend: Annotated[str, choice("hf", "vllm")]  # hf | vllm
 
 
 @dataclass(frozen=True)
 class Adapter:
     """How a stage trains its init policy (`model.apply_adapter`)."""
-    adapter: str  # lora | dora | full
-    lora_r: int  # LoRA rank (lora / dora only)
-    lora_alpha: float  # LoRA scale numerator: the update is scaled by alpha / r
-    lora_dropout: float  # dropout on the LoRA input
-    target_modules: str | list[str]  # peft targets (all-linear: every Linear but the head)
+    adapter: Annotated[str, choice("full", "lora", "dora")]  # lora | dora | full
+    lora_r: Pos  # LoRA rank (lora / dora only)
+    lora_alpha: Rate  # LoRA scale numerator: the update is scaled by alpha / r
+    lora_dropout: Annotated[float, number(0, hi=0.99)]  # dropout on the LoRA input
+    target_modules: Annotated[str | list[str], modules]  # peft targets; all-linear: all but head
 
 
 @dataclass(frozen=True)
 class Optim:
     """The optimizer keys every training loop reads."""
-    seed: int  # init of new weights, dropout, data order / sampling seeds
-    lr: float  # peak AdamW learning rate
-    weight_decay: float  # AdamW decay, on matrices only (not norms / biases)
-    grad_clip: float | None  # global gradient-norm clip (null = off)
-    log_every: int  # steps between console lines (dvclive gets every step)
+    seed: Seed  # init of new weights, dropout, data order / sampling seeds
+    lr: Rate  # peak AdamW learning rate
+    weight_decay: Weight  # AdamW decay, on matrices only (not norms / biases)
+    grad_clip: MaybeRate  # global gradient-norm clip (null = off)
+    log_every: Pos  # steps between console lines (dvclive gets every step)
 
 
 @dataclass(frozen=True)
 class Supervised(Optim):
     """The keys of a supervised loop over a fixed data set (train_sft, train_ipo)."""
-    batch_size: int  # global sequences (pairs) per optimizer step, split across processes
-    max_len: int  # tokens per sequence; longer ones are cut
-    epochs: float | None  # passes over the data; max_steps caps it when both are given
-    max_steps: int | None  # optimizer steps
-    warmup_frac: float  # share of the steps with linear LR warm-up
-    schedule: str  # LR after warm-up: cosine (to 0) | linear | constant
-    time_budget_s: float | None  # wall-clock cap: stop after the step that crosses it
+    batch_size: Pos  # global sequences (pairs) per optimizer step, split across processes
+    max_len: Pos  # tokens per sequence; longer ones are cut
+    epochs: MaybeRate  # passes over the data; max_steps caps it when both are given
+    max_steps: MaybePos  # optimizer steps
+    warmup_frac: Share  # share of the steps with linear LR warm-up
+    schedule: Annotated[str, choice("cosine", "linear", "constant")]  # LR after warm-up
+    time_budget_s: MaybeRate  # wall-clock cap: stop after the step that crosses it
 
     def __post_init__(self):
         if self.epochs is None and self.max_steps is None:
@@ -404,33 +429,33 @@ class Supervised(Optim):
 @dataclass(frozen=True)
 class SFT(Supervised, Adapter):
     """An SFT section (`sft`, `int.sft`): train_sft keys and the adapter."""
-    pack: bool  # concatenate examples into max_len blocks (no padding; pre-training)
+    pack: Flag  # concatenate examples into max_len blocks (no padding; pre-training)
 
 
 @dataclass(frozen=True)
 class Base(Supervised):
     """`base`: pre-training of the tiny base on a synthetic arithmetic corpus."""
-    corpus_size: int  # synthetic arithmetic documents
-    facts_frac: float  # share of "a op b = c" fact lists
-    pack: bool  # as SFT.pack
+    corpus_size: Pos  # synthetic arithmetic documents
+    facts_frac: Share  # share of "a op b = c" fact lists
+    pack: Flag  # as SFT.pack
 
 
 @dataclass(frozen=True)
 class Teacher(Supervised):
     """`teacher`: the model behind teacher traces and OPD."""
-    base: str  # tiny = train a tiny model | hub id | model dir (passed through)
-    init: str  # base = start from the pre-trained base | scratch = random weights
-    tiny_preset: str  # model.TINY_PRESETS entry for init: scratch
-    init_seed: int  # weight initialisation (scratch)
-    hint_frac: float  # share of prompts with a `Strategy:` hint
-    pack: bool  # as SFT.pack
+    base: Annotated[str, text]  # tiny = train a tiny model | hub id | model dir (passed through)
+    init: Annotated[str, choice("base", "scratch")]  # the pre-trained base | random weights
+    tiny_preset: Preset  # model.TINY_PRESETS entry for init: scratch
+    init_seed: Seed  # weight initialisation (scratch)
+    hint_frac: Share  # share of prompts with a `Strategy:` hint
+    pack: Flag  # as SFT.pack
 
 
 @dataclass(frozen=True)
 class Distill(SFT):
     """`distill`: no-feedback SFT on each repair condition's successes."""
-    conditions: list[str]  # one `distill@<cond>-<seed>` stage per replicate seed each
-    first_replicate_conditions: list[str]  # one `distill_first@<cond>-<seed>`, first seed only
+    conditions: Names  # one `distill@<cond>-<seed>` stage per replicate seed each
+    first_replicate_conditions: MaybeNames  # one `distill_first@<cond>-<seed>`, first seed only
 
     def all_conditions(self) -> list[str]:
         return [*self.conditions, *self.first_replicate_conditions]
@@ -439,59 +464,59 @@ class Distill(SFT):
 @dataclass(frozen=True)
 class IPO(Supervised, Adapter):
     """`ipo`: IPO from the SFT policy, one run per pairs source."""
-    sources: list[str]  # pairs sources: one `ipo@<source>-<seed>` stage per replicate seed each
-    first_replicate_sources: list[str]  # one `ipo_first@<source>-<seed>`, first seed only
+    sources: Names  # pairs sources: one `ipo@<source>-<seed>` stage per replicate seed each
+    first_replicate_sources: MaybeNames  # one `ipo_first@<source>-<seed>`, first seed only
 
     def all_sources(self) -> list[str]:
         return [*self.sources, *self.first_replicate_sources]
-    beta: float  # target margin 1 / (2 beta) on length-normalised log-probs
-    val_frac: float  # seeded share of the pairs held out: the margin check's data
-    rpo_alpha: float  # weight of the NLL anchor on the chosen response (0 = plain IPO)
+    beta: Rate  # target margin 1 / (2 beta) on length-normalised log-probs
+    val_frac: HeldOut  # seeded share of the pairs held out: the margin check's data
+    rpo_alpha: Weight  # weight of the NLL anchor on the chosen response (0 = plain IPO)
 
 
 @dataclass(frozen=True)
 class RL(Optim, Adapter):
     """`rloo` (and `int.rloo` over it): train_rloo keys, the prompt pool and the adapter."""
-    reward: str  # binary | format | shaped (task.REWARDS)
-    steps: int  # optimizer steps (one batch of rollouts each, times ppo_epochs)
-    group_size: int  # rollouts per prompt (G)
-    prompts_per_step: int  # prompts per step, split across processes
-    kl_coef: float  # k3 KL to the reference policy; 0 = no reference forward
-    is_clip: float  # clip of the per-rollout importance weight pi / mu
-    entropy_coef: float  # entropy bonus
-    loss_agg: str  # sum: sequence log-prob (S4 eq. 3) | mean: per-token mean
-    rl_coef: float  # lambda_RL: weight of the policy-gradient term
-    ppo_epochs: int  # updates per batch of rollouts (> 1 makes the IS weight matter)
-    micro_batch: int | None  # sequences per forward/backward; null = all
-    zero_std_keep: float  # share of zero-std groups in the update, weighted 1 / keep; 1 = all
-    curriculum: bool  # S1 Alg. 1: success-gated tiers of (operand count, target bin)
-    curriculum_target_bins: int  # target-magnitude bins per operand count
-    curriculum_window: int  # steps of rollout accuracy averaged before a tier unlocks
-    curriculum_threshold: float  # windowed pass rate that unlocks the next tier
-    curriculum_deadline: int | None  # a tier unlocks at the latest after this many steps
-    n_problems: int | None  # prompt pool: the first N train problems (null = all)
-    gen_batch_size: int  # sequences per generate call (speed and memory only)
+    reward: Reward  # binary | format | shaped (task.REWARDS)
+    steps: Pos  # optimizer steps (one batch of rollouts each, times ppo_epochs)
+    group_size: Annotated[int, integer(2)]  # rollouts per prompt (G)
+    prompts_per_step: Pos  # prompts per step, split across processes
+    kl_coef: Weight  # k3 KL to the reference policy; 0 = no reference forward
+    is_clip: Rate  # clip of the per-rollout importance weight pi / mu
+    entropy_coef: Weight  # entropy bonus
+    loss_agg: Annotated[str, choice("sum", "mean")]  # sequence log-prob (S4 eq. 3) | per token
+    rl_coef: Weight  # lambda_RL: weight of the policy-gradient term
+    ppo_epochs: Pos  # updates per batch of rollouts (> 1 makes the IS weight matter)
+    micro_batch: MaybePos  # sequences per forward/backward; null = all
+    zero_std_keep: PosShare  # share of zero-std groups in the update, weighted 1 / keep; 1 = all
+    curriculum: Flag  # S1 Alg. 1: success-gated tiers of (operand count, target bin)
+    curriculum_target_bins: Pos  # target-magnitude bins per operand count
+    curriculum_window: Pos  # steps of rollout accuracy averaged before a tier unlocks
+    curriculum_threshold: Share  # windowed pass rate that unlocks the next tier
+    curriculum_deadline: MaybePos  # a tier unlocks at the latest after this many steps
+    n_problems: MaybePos  # prompt pool: the first N train problems (null = all)
+    gen_batch_size: Pos  # sequences per generate call (speed and memory only)
     sampler: Sampler  # the rollout sampler
 
 
 @dataclass(frozen=True)
 class OPD(RL):
     """`opd` and its arms: RL keys plus the teacher's (on-policy distillation)."""
-    distill_coef: float  # lambda_KL: weight of the forward KL to the teacher
-    distill_temperature: float  # T: both distributions softened by 1/T
-    teacher_strategy: str | None  # teacher prompt's hint: direct | search | null = none
+    distill_coef: Weight  # lambda_KL: weight of the forward KL to the teacher
+    distill_temperature: Rate  # T: both distributions softened by 1/T
+    teacher_strategy: Annotated[str | None, optional(choice("direct", "search"))]  # null: no hint
 
 
 # --------------------------------------------------------------------------- data and evaluation
 @dataclass(frozen=True)
 class Model:
     """`model`: the model every stage loads, and how it is prompted and run."""
-    prompt_style: str  # tiny = compact prompt | chat = the S0 prompt as a chat turn
-    base: str  # tiny = embedded Qwen2-style model (stage `base`) | hub id | model dir
-    tiny_preset: str  # model.TINY_PRESETS entry of the tiny base
-    seed: int  # weight initialisation of the tiny model
-    dtype: str  # float32 | bfloat16 | float16 | auto
-    threads: int | None  # torch intra-op threads (null = one per core)
+    prompt_style: Annotated[str, choice("tiny", "chat")]  # compact | the S0 prompt as a chat turn
+    base: Annotated[str, text]  # tiny = embedded Qwen2-style model (stage `base`) | hub id | dir
+    tiny_preset: Preset  # model.TINY_PRESETS entry of the tiny base
+    seed: Seed  # weight initialisation of the tiny model
+    dtype: Annotated[str, choice("float32", "bfloat16", "float16", "auto")]
+    threads: MaybePos  # torch intra-op threads (null = one per core)
 
 
 def prompt_style(stage: str, params: dict[str, Any]) -> str:
@@ -507,39 +532,39 @@ def eval_sampler(stage: str, params: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Problems:
     """`problems`: the train / test / OOD problem files."""
-    seed: int  # generation seed
-    n_train: int  # train pool size
-    count_train_solutions: int  # first N train problems get their solutions counted
-    n_test: int  # held-out evaluation problems
-    n_ood: int  # out-of-distribution problems
-    n_unseen: int  # problems no stage trains on (the interventions' pool)
-    n_numbers: list[int]  # operand counts, cycled
-    number_range: list[int]  # [low, high] of each number
-    target_range: list[int]  # [low, high] of in-distribution targets
-    ood_n_numbers: list[int]  # operand counts of the OOD split
-    ood_target_range: list[int]  # [low, high] of OOD targets
+    seed: Seed  # generation seed
+    n_train: Pos  # train pool size
+    count_train_solutions: Count  # first N train problems get their solutions counted
+    n_test: Pos  # held-out evaluation problems
+    n_ood: Count  # out-of-distribution problems
+    n_unseen: Count  # problems no stage trains on (the interventions' pool)
+    n_numbers: Operands  # operand counts, cycled
+    number_range: Annotated[list[int], int_range(1)]  # [low, high] of each number
+    target_range: Annotated[list[int], int_range(0)]  # [low, high] of in-distribution targets
+    ood_n_numbers: Operands  # operand counts of the OOD split
+    ood_target_range: Annotated[list[int], int_range(0)]  # [low, high] of OOD targets
 
 
 @dataclass(frozen=True)
 class Traces:
     """`traces`: solver step traces and repair-format examples of the train problems."""
-    seed: int  # style rotation and solution choice
-    n_problems: int | None  # first N train problems (null = all)
-    per_problem: int  # traces per problem
-    solutions: str  # construction | solver
-    styles: list[str]  # trace styles, cycled across problems
-    repair_frac: float  # share of problems that also get a repair-format example
-    repair_mix: dict[str, float]  # failure type -> share of the made wrong attempts
+    seed: Seed  # style rotation and solution choice
+    n_problems: MaybePos  # first N train problems (null = all)
+    per_problem: Pos  # traces per problem
+    solutions: Annotated[str, choice("construction", "solver")]  # construction | solver
+    styles: Styles  # trace styles, cycled across problems
+    repair_frac: Share  # share of problems that also get a repair-format example
+    repair_mix: Annotated[dict[str, float], failure_mix]  # failure type -> share of made attempts
 
 
 @dataclass(frozen=True)
 class TeacherTraces:
     """`teacher_traces`: verification-gated teacher samples under rotated strategy hints."""
-    n_problems: int | None  # first N train problems
-    k: int  # samples per problem, split evenly across the strategies
-    strategies: list[str]  # strategy hints, rotated
-    seed: int  # sampling seed (+ strategy index)
-    batch_size: int  # sequences per generate call
+    n_problems: MaybePos  # first N train problems
+    k: Pos  # samples per problem, split evenly across the strategies
+    strategies: Styles  # strategy hints, rotated
+    seed: Seed  # sampling seed (+ strategy index)
+    batch_size: Pos  # sequences per generate call
     sampler: Sampler  # the teacher's sampler
 
     def __post_init__(self):
@@ -551,29 +576,30 @@ class TeacherTraces:
 @dataclass(frozen=True)
 class Dedup:
     """`dedup`: MiniLM + FAISS near-duplicate removal, then the train / validation split."""
-    sources: list[str]  # data/traces/<source>.jsonl files pooled
-    threshold: float  # cosine at or above which a trace is a duplicate
-    per_problem: bool  # compare only traces of the same (problem, prompt)
-    val_frac: float  # validation share
-    seed: int  # split seed
+    # data/traces/<source>.jsonl files pooled
+    sources: Annotated[list[str], list_of(choice("solver", "teacher", "repair"), unique=True)]
+    threshold: PosShare  # cosine at or above which a trace is a duplicate
+    per_problem: Flag  # compare only traces of the same (problem, prompt)
+    val_frac: HeldOut  # validation share
+    seed: Seed  # split seed
 
 
 @dataclass(frozen=True)
 class Pairs:
     """`pairs`: preference pairs per source."""
-    seed: int  # pair choice and the base model's sampling seed
-    n_problems: int | None  # first N train problems
-    per_problem: int  # pairs per problem and source
-    max_per_source: int | str | None  # cap per source: an integer, min, or null (no cap)
-    base_k: int  # base-model samples per problem (the `base` source)
+    seed: Seed  # pair choice and the base model's sampling seed
+    n_problems: MaybePos  # first N train problems
+    per_problem: Pos  # pairs per problem and source
+    max_per_source: Annotated[int | str | None, per_source_cap]  # cap per source (null = none)
+    base_k: Pos  # base-model samples per problem (the `base` source)
     base_sampler: Sampler  # the base model's sampler
-    batch_size: int  # sequences per generate call of the base model's sampling
+    batch_size: Pos  # sequences per generate call of the base model's sampling
 
 
 @dataclass(frozen=True)
 class Diagnose:
     """`diagnose`: zero-signal diagnosis of the SFT policy, from its evaluation samples."""
-    k: int  # the group size K: each prompt's evaluation samples cut into groups of K
+    k: Pos  # the group size K: each prompt's evaluation samples cut into groups of K
 
     def __post_init__(self):
         if self.k < 2:
@@ -584,32 +610,33 @@ class Diagnose:
 @dataclass(frozen=True)
 class Repair:
     """`repair`: feedback-conditioned repair of failed attempts."""
-    n_problems: int | None  # attempt pool: the last N train problems (null = all)
-    select_k: int  # attempt pool: samples per pool problem; the failed ones are the attempts
-    n_attempts: int  # failed attempts repaired
-    k: int  # repair samples per attempt and condition
-    seed: int  # attempt choice, Fshuf derangement, sampling seed (the pool: a stream of it)
-    conditions: list[str]  # F0 .. F4, Fshuf, R
-    batch_size: int  # sequences per generate call
+    n_problems: MaybePos  # attempt pool: the last N train problems (null = all)
+    select_k: Pos  # attempt pool: samples per pool problem; the failed ones are the attempts
+    n_attempts: Pos  # failed attempts repaired
+    k: Pos  # repair samples per attempt and condition
+    seed: Seed  # attempt choice, Fshuf derangement, sampling seed (the pool: a stream of it)
+    conditions: Names  # F0 .. F4, Fshuf, R
+    batch_size: Pos  # sequences per generate call
 
 
 @dataclass(frozen=True)
 class Interventions:
     """`int`: interventional training with the solver as the oracle."""
-    n_problems: int  # first N unseen problems sampled to find unsolved ones
-    select_k: int  # samples per problem that must all fail for it to count as unsolved
-    k: int  # pass@K of every arm on the unsolved problems
-    seed: int  # sampling seed of the K samples and the continuations
-    eval_seed: int  # pass@K seed on the unsolved set
-    heldout_frac: float  # share of the unsolved problems never trained on
-    traces_per_problem: int  # failed traces per unsolved problem intervened on
-    n_continuations: int  # continuations sampled per intervention
-    filter: bool  # keep only interventions with a verified continuation
-    replay: float  # SFT training examples mixed into the patch and the solver baseline, per example
-    rl_problems: str  # unsolved | all
-    batch_size: int  # sequences per generate call
+    n_problems: Pos  # first N unseen problems sampled to find unsolved ones
+    select_k: Pos  # samples per problem that must all fail for it to count as unsolved
+    k: Pos  # pass@K of every arm on the unsolved problems
+    seed: Seed  # sampling seed of the K samples and the continuations
+    eval_seed: Seed  # pass@K seed on the unsolved set
+    heldout_frac: Annotated[float, number(0, hi=0.9)]  # share of the unsolved never trained on
+    traces_per_problem: Pos  # failed traces per unsolved problem intervened on
+    n_continuations: Pos  # continuations sampled per intervention
+    filter: Flag  # keep only interventions with a verified continuation
+    replay: Weight  # SFT examples mixed into the patch and the solver baseline, per example
+    rl_problems: Annotated[str, choice("unsolved", "all")]  # unsolved | all
+    batch_size: Pos  # sequences per generate call
     sft: SFT  # the patch and the solver-solution baseline
-    rloo: dict[str, Any]  # overrides of `rloo` for the RL arms (built with inherit="rloo")
+    # overrides of `rloo` for the RL arms (built with inherit="rloo"), checked as RL keys
+    rloo: Annotated[dict[str, Any], Block(RL)]
 
     def __post_init__(self):
         if self.eval_seed == self.seed:
@@ -621,7 +648,7 @@ class Interventions:
 @dataclass(frozen=True)
 class Replicates:
     """`replicates`: the training seeds every compared policy is trained and evaluated with."""
-    seeds: list[int]  # one replicate per seed (`<stage>@<seed>`); seeds move by replicates.STRIDE
+    seeds: Seeds  # one replicate per seed (`<stage>@<seed>`); seeds move by replicates.STRIDE
 
     def __post_init__(self):
         if len(set(self.seeds)) != len(self.seeds):
@@ -631,18 +658,18 @@ class Replicates:
 @dataclass(frozen=True)
 class Evaluate:
     """`evaluate`: samples of every policy on the held-out splits."""
-    shared: list[str]  # trained once (fixed inputs): data/models/<name>
-    policies: list[str]  # trained per replicate: data/models/<name>/r<seed>, every seed
-    controls: list[str]  # trained per replicate like `policies`, shown in the report's tables,
+    shared: MaybeNames  # trained once (fixed inputs): data/models/<name>
+    policies: Names  # trained per replicate: data/models/<name>/r<seed>, every seed
+    controls: MaybeNames  # trained per replicate like `policies`, shown in the report's tables,
     # not in the DVC headline (a claim's control arms: int_sft, int_plain_rl)
-    first_replicate_only: list[str]  # secondary policies: only the first replicate seed
-    splits: list[str]  # data/problems/<split>.jsonl files
-    n: int  # samples per prompt and seed
-    seeds: list[int]  # sampling seeds
-    reward: str  # reward column
-    batch_size: int  # sequences per generate call
-    ks: list[int]  # pass@k
-    budgets: list[int]  # best-of-N budgets
+    first_replicate_only: MaybeNames  # secondary policies: only the first replicate seed
+    splits: Splits  # data/problems/<split>.jsonl files
+    n: Pos  # samples per prompt and seed
+    seeds: Seeds  # sampling seeds
+    reward: Reward  # reward column
+    batch_size: Pos  # sequences per generate call
+    ks: Ks  # pass@k
+    budgets: Ks  # best-of-N budgets
 
     def __post_init__(self):
         names = [*self.shared, *self.policies, *self.controls, *self.first_replicate_only]
@@ -669,20 +696,31 @@ class Evaluate:
 @dataclass(frozen=True)
 class Compare:
     """`compare`: paired tests between policies on the same problems."""
-    pairs: list[list[str]] | None  # [a, b] policy pairs
-    ks: list[int]  # paired outcome: solved within the first k samples
-    seed: int  # the sampling seed whose samples are paired
-    splits: list[str]  # splits compared
-    exact: bool  # McNemar: exact binomial | continuity-corrected chi-square
-    n_boot: int  # bootstrap resamples
-    alpha: float  # 1 - interval coverage
-    boot_seed: int  # bootstrap seed
+    pairs: Annotated[list[list[str]] | None, name_pairs]  # [a, b] policy pairs
+    ks: Ks  # paired outcome: solved within the first k samples
+    seed: Seed  # the sampling seed whose samples are paired
+    splits: Splits  # splits compared
+    exact: Flag  # McNemar: exact binomial | continuity-corrected chi-square
+    n_boot: Pos  # bootstrap resamples
+    alpha: Annotated[float, number(0, True, 0.5)]  # 1 - interval coverage
+    boot_seed: Seed  # bootstrap seed
 
 
 @dataclass(frozen=True)
 class Report:
     """`report`: reports/report.md and the figures."""
-    require_all: bool  # fail on missing metrics files (false: "not run" rows)
-    reference: str  # policy every table row is tested against
-    best_of_n_policy: str | None  # S4 Table 2 policy (null = highest test pass@1)
-    dpi: int  # figure resolution
+    require_all: Flag  # fail on missing metrics files (false: "not run" rows)
+    reference: Annotated[str, name]  # policy every table row is tested against
+    best_of_n_policy: Annotated[str | None, optional(name)]  # S4 Table 2's; null = best pass@1
+    dpi: Pos  # figure resolution
+
+
+# every params.yaml section but the arms' (core.arms: each overrides its script's section, and
+# only the params check reads that registry) -> its dataclass; `bad_values` walks params by it
+SECTIONS: dict[str, type] = {
+    "replicates": Replicates, "problems": Problems, "traces": Traces, "sampler": EvalSampler,
+    "evaluate": Evaluate, "compare": Compare, "dedup": Dedup, "model": Model, "base": Base,
+    "teacher": Teacher, "teacher_traces": TeacherTraces, "pairs": Pairs, "sft": SFT, "ipo": IPO,
+    "rloo": RL, "opd": OPD, "diagnose": Diagnose, "repair": Repair, "distill": Distill,
+    "int": Interventions, "report": Report,
+}

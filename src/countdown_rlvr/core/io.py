@@ -24,8 +24,9 @@ from .errors import StageError  # re-exported: stages raise io.StageError
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
-    """params.yaml, every value checked (`config`), before a stage does any work. Every stage
-    starts here, so this is also where a killed run's stale temporary files are cleared."""
+    """params.yaml, every value checked (`config`), before a stage does any work; an arm's
+    section is checked when its stage builds it (`config.build_section`). Every stage starts
+    here, so this is also where a killed run's stale temporary files are cleared."""
     params = read_params(path)
     if bad := problems_in(params):
         raise StageError("params", f"{path}: " + "\n  ".join(bad) + "\nfix the value in "
