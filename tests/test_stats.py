@@ -394,6 +394,39 @@ def test_t_power_and_replicates_needed_match_known_answers():
     assert t_power(0.8, 1.0, n, 0.01) >= 0.8 > t_power(0.8, 1.0, n - 1, 0.01)
 
 
+def test_t_power_has_no_nan_path(monkeypatch):
+    """Some scipy versions return NaN for a noncentral t tail that is negligible (far below
+    the noncentrality); `NaN >= 0.8` is false, so replicates_needed skipped that n and
+    answered one too many. Replayed here: every tail below 1e-12 comes back NaN, and
+    t_power and replicates_needed give the same answers as with the honest scipy."""
+    import countdown_rlvr.stats as S
+
+    grid = [(e, sd, n, alt) for e in (0.02, 0.12, 0.5, 3.0, -0.3) for sd in (0.01, 0.05, 0.3)
+            for n in (2, 3, 6, 20) for alt in ("two-sided", "greater", "less")]
+    honest = [t_power(*g[:3], alternative=g[3]) for g in grid]
+    needed = [replicates_needed(e, sd, alternative=a) for e, sd, _, a in grid]
+    real = S.nct
+
+    class NaNTails:  # the failing versions' behaviour, on top of the installed scipy
+        @staticmethod
+        def sf(x, df, nc):
+            p = real.sf(x, df, nc)
+            return float("nan") if p < 1e-12 else p
+
+        @staticmethod
+        def cdf(x, df, nc):
+            p = real.cdf(x, df, nc)
+            return float("nan") if p < 1e-12 else p
+
+    monkeypatch.setattr(S, "nct", NaNTails)
+    assert NaNTails.sf(-5.0, 2, 40.0) == pytest.approx(1.0)
+    assert math.isnan(NaNTails.sf(5.0, 2, -40.0))  # the replayed failure is live
+    replayed = [t_power(*g[:3], alternative=g[3]) for g in grid]
+    assert all(math.isfinite(p) and 0.0 <= p <= 1.0 for p in replayed)
+    assert replayed == pytest.approx(honest, abs=1e-11)
+    assert [replicates_needed(e, sd, alternative=a) for e, sd, _, a in grid] == needed
+
+
 def small_count_effects(rng, n_replicates=3, n_problems=51, discordant=0.08):
     """Per-replicate held-out differences of two policies with NO true difference and no
     between-replicate variance: each problem is discordant with probability `discordant`,

@@ -342,23 +342,34 @@ def floored_t_test(effects: Sequence[float], within_vars: Sequence[float] | None
 # power at a given effect and SD is a noncentral t probability, so the answer is closed-form
 # enough to compute exactly, not guess.
 
+def _upper_tail(x: float, df: int, nc: float) -> float:
+    """P(T > x) for T noncentral t(df, nc). Some scipy versions return NaN where the tail is
+    negligible (e.g. nct.cdf far below the noncentrality); there the mass lies all on one side
+    of x, so the tail is 0 or 1 to double precision, and the answer does not depend on the
+    scipy version (tests/test_stats.py replays that behaviour)."""
+    p = float(nct.sf(x, df, nc))
+    if not math.isfinite(p):
+        return 1.0 if nc > x else 0.0
+    return min(max(p, 0.0), 1.0)
+
+
 def t_power(effect: float, sd: float, n: int, alpha: float = 0.05,
             alternative: str = "two-sided") -> float:
     """Power of the one-sample t-test (df = n - 1) at level alpha when the true mean effect
     (distance from the null) is `effect` and the per-replicate SD is `sd`: the noncentral t
     with noncentrality effect sqrt(n) / sd beyond the critical value: both tails when
-    two-sided, the upper tail for "greater", the lower one for "less" (there a negative
-    effect is one in the test's direction)."""
+    two-sided (the lower one as the upper tail of -T), the upper tail for "greater", the
+    lower one for "less" (there a negative effect is one in the test's direction)."""
     if n < 2 or sd <= 0:
         raise ValueError(f"need n >= 2 and sd > 0, got n={n}, sd={sd}")
     if alternative not in ALTERNATIVES:
         raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
     df, nc = n - 1, effect * math.sqrt(n) / sd
     if alternative == "two-sided":
-        crit = t_dist.ppf(1 - alpha / 2, df)
-        return float(nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc))
+        crit = float(t_dist.ppf(1 - alpha / 2, df))
+        return min(_upper_tail(crit, df, nc) + _upper_tail(crit, df, -nc), 1.0)
     nc = nc if alternative == "greater" else -nc
-    return float(nct.sf(t_dist.ppf(1 - alpha, df), df, nc))
+    return _upper_tail(float(t_dist.ppf(1 - alpha, df)), df, nc)
 
 
 MAX_REPLICATES = 100  # beyond this, "more than" (no pipeline budget buys it)
