@@ -2,6 +2,8 @@
 
     FIGURES                       name -> (draw function, caption, which inputs it needs)
     write_figures(inp, fig_dir)   -> {figure name: file name} of the figures drawn
+    fig_claims_forest(rows)       -> the seed claims' forest plot (ForestRow per claim)
+    forest_png(rows, dest)        -> that plot written atomically to dest (for the report stage)
 
 Below report.py; the RL runs and their dvclive panels come from results.py, which both
 read, so the two never disagree on a run or a panel.
@@ -9,11 +11,16 @@ read, so the two never disagree on a run or a panel.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from ..core.io import atomic_path
 from ..task.prompts import REPAIR_LABELS, RESAMPLE
@@ -187,3 +194,154 @@ def write_figures(inp: Inputs, fig_dir: str | Path, dpi: int = 100) -> dict[str,
                 draw(inp).savefig(tmp / f"{name}.png", dpi=dpi, metadata={"Software": None})
                 written[name] = f"{name}.png"
     return written
+
+
+# --- the seed claims' forest plot ----------------------------------------------------------
+
+DECISIONS = ("reproduced", "contradicted", "equivalent", "inconclusive", "not tested")
+# one fixed colour per decision, from the Okabe-Ito palette (distinct under the common
+# colour-vision deficiencies); the decision is also written beside each row, so the plot
+# reads in greyscale too
+DECISION_COLORS = {
+    "reproduced": "#009e73",  # bluish green
+    "contradicted": "#d55e00",  # vermillion
+    "equivalent": "#0072b2",  # blue
+    "inconclusive": "#e69f00",  # orange
+    "not tested": "#999999",  # grey
+}
+SEED_MARKER = "D"  # the seed's scaled effect: an open black diamond
+DELTA_COLOR = "0.87"  # the +-delta equivalence band: light grey behind the row
+
+
+def _finite(label: str, name: str, x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise ValueError(f"forest row {label!r}: {name} = {x!r} is not a finite number; "
+                         "pass a float, or None where there is no number.")
+    return float(x)
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    """One seed claim, expressed as a difference from the claim's null (the caller subtracts
+    it: 0 = no change, or share minus threshold), so all rows share one x axis."""
+
+    label: str  # the claim, short (e.g. "RLOO > SFT, pass@1")
+    effect: float | None  # pooled effect; None: no number -> a labelled gap, no marker
+    ci: tuple[float, float] | None  # interval over replicates (low, high); needs an effect
+    per_replicate: tuple[float, ...]  # each replicate's effect (drawn as points)
+    seed_effect: float | None  # the seed's effect scaled to this model (an open diamond)
+    delta: float | None  # equivalence margin > 0: a shaded band -delta..+delta around 0
+    decision: str  # one of DECISIONS; sets the marker's colour
+
+    def __post_init__(self):
+        label = self.label
+        if self.decision not in DECISIONS:
+            raise ValueError(
+                f"forest row {label!r}: decision {self.decision!r} is not one of {DECISIONS}; "
+                "pass the verdict's first words (e.g. 'not tested: arm failed its check' -> "
+                "'not tested').")
+        for name in ("effect", "seed_effect", "delta"):
+            if (x := getattr(self, name)) is not None:
+                object.__setattr__(self, name, _finite(label, name, x))
+        if self.delta is not None and self.delta <= 0:
+            raise ValueError(f"forest row {label!r}: delta = {self.delta} must be > 0; "
+                             "pass the equivalence margin, or None for a claim without one.")
+        object.__setattr__(self, "per_replicate", tuple(
+            _finite(label, "per_replicate", x) for x in self.per_replicate))
+        if self.ci is not None:
+            if self.effect is None:
+                raise ValueError(f"forest row {label!r}: a ci without an effect; pass the "
+                                 "pooled effect too, or ci=None.")
+            if len(self.ci) != 2:
+                raise ValueError(f"forest row {label!r}: ci = {self.ci!r} must be a pair "
+                                 "(low, high).")
+            low, high = (_finite(label, "ci", x) for x in self.ci)
+            if low > high:
+                raise ValueError(f"forest row {label!r}: ci = {self.ci!r} has low > high; "
+                                 "pass it as (low, high), low first.")
+            object.__setattr__(self, "ci", (low, high))
+
+
+def fig_claims_forest(rows: Sequence[ForestRow]) -> Figure:
+    """The seed claims at a glance: per row (top to bottom in the given order) the pooled
+    effect as a dot in its decision's colour, its interval over replicates, each replicate's
+    effect as a small point below it, the seed's scaled effect as an open diamond and the
+    +-delta equivalence band shaded; the decision is written at the right of each row and a
+    row without an effect shows its decision in place of a marker. Every artist carries a gid
+    "forest.<part>:<row>" (part: delta, ci, effect, replicates, seed, gap)."""
+    rows = list(rows)
+    if not rows:
+        raise ValueError("no claims to draw; skip the forest plot when there are none.")
+    if bad := [r for r in rows if not isinstance(r, ForestRow)]:
+        raise ValueError(f"forest rows must be ForestRow, got {type(bad[0]).__name__}; "
+                         "build one ForestRow per claim.")
+    longest = max(len(r.label) for r in rows)
+    # width from the longest label so no label is cut, height from the row count
+    fig, (ax,) = _figure(size=(max(7.5, 5.2 + 0.075 * longest), 1.9 + 0.42 * len(rows)))
+    ys = np.arange(len(rows), dtype=float)
+    for i, (y, r) in enumerate(zip(ys, rows)):
+        color = DECISION_COLORS[r.decision]
+        if r.delta is not None:
+            ax.fill_betweenx([y - 0.4, y + 0.4], -r.delta, r.delta, color=DELTA_COLOR, lw=0,
+                             zorder=0, gid=f"forest.delta:{i}")
+        if r.ci is not None:
+            ax.plot(r.ci, [y, y], color=color, lw=2.2, solid_capstyle="butt", zorder=2,
+                    gid=f"forest.ci:{i}")
+        if r.per_replicate:  # just below the row's line, so they never hide the dot
+            ax.scatter(r.per_replicate, np.full(len(r.per_replicate), y + 0.22), s=14,
+                       color=color, alpha=0.75, lw=0, zorder=2, gid=f"forest.replicates:{i}")
+        if r.effect is not None:
+            ax.scatter([r.effect], [y], s=70, color=color, edgecolors="black", linewidths=0.6,
+                       zorder=3, gid=f"forest.effect:{i}")
+        else:
+            ax.text(0.5, y, r.decision, transform=ax.get_yaxis_transform(), ha="center",
+                    va="center", style="italic", fontsize=9, color="0.35", zorder=4,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0},
+                    gid=f"forest.gap:{i}")
+        if r.seed_effect is not None:
+            ax.scatter([r.seed_effect], [y], s=45, marker=SEED_MARKER, facecolors="none",
+                       edgecolors="black", linewidths=1.1, zorder=4, gid=f"forest.seed:{i}")
+    ax.axvline(0.0, color="black", lw=0.8, zorder=1)
+    ax.set_yticks(ys, [r.label for r in rows], fontsize=9)
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # first row on top
+    ax.tick_params(axis="y", length=0)
+    ax.margins(x=0.08)
+    ax.grid(axis="x", color="0.92", lw=0.6, zorder=0)
+    ax.set_axisbelow(True)
+    right = ax.secondary_yaxis("right")  # the decision, in words, beside each row
+    right.set_yticks(ys, [r.decision for r in rows], fontsize=8)
+    right.tick_params(length=0)
+    right.spines["right"].set_visible(False)
+    for tick, r in zip(right.get_yticklabels(), rows):
+        tick.set_color(DECISION_COLORS[r.decision] if r.decision != "not tested" else "0.35")
+    ax.set_xlabel("effect (this run's scale)")
+    ax.set_title("Seed claims: effect over replicates and the decision")
+    decisions = [Line2D([], [], ls="", marker="o", ms=8, color=DECISION_COLORS[d], mec="black",
+                        mew=0.6, label=d) for d in DECISIONS if any(r.decision == d for r in rows)]
+    marks = []
+    if any(r.ci for r in rows):
+        marks.append(Line2D([], [], color="0.3", lw=2.2, label="interval over replicates"))
+    if any(r.per_replicate for r in rows):
+        marks.append(Line2D([], [], ls="", marker="o", ms=4, color="0.3", alpha=0.75,
+                            label="one replicate"))
+    if any(r.seed_effect is not None for r in rows):
+        marks.append(Line2D([], [], ls="", marker=SEED_MARKER, ms=7, mfc="none", mec="black",
+                            label="seed's effect (scaled)"))
+    if any(r.delta is not None for r in rows):
+        marks.append(Patch(color=DELTA_COLOR, label="±δ (equivalence margin)"))
+    # one legend below the plot: the decisions present on its first row, the marks on its
+    # second (a legend fills column by column, so the two rows are interleaved, blanks padding)
+    ncols = max(len(decisions), len(marks))
+    legend_rows = [h + [Line2D([], [], ls="", label=" ")] * (ncols - len(h))
+                   for h in (decisions, marks) if h]
+    fig.legend(handles=[h for col in zip(*legend_rows) for h in col], loc="outside lower center",
+               ncols=ncols, fontsize=8, frameon=False)
+    return fig
+
+
+def forest_png(rows: Sequence[ForestRow], dest: str | Path, dpi: int = 100) -> None:
+    """Write the forest plot to dest atomically; no Software/date metadata, so the same rows
+    give byte-identical PNGs."""
+    fig = fig_claims_forest(rows)
+    with atomic_path(dest) as tmp:
+        fig.savefig(tmp, dpi=dpi, format="png", metadata={"Software": None})
