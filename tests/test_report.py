@@ -286,7 +286,8 @@ def test_the_premise_row_and_what_each_contrast_isolates(complete):
     assert f"binary RLOO − SFT pass@1 {d['mean']:+.3f}" in premise[9]
     assert "binary learns" in premise[9]  # p 0.016 before Holm: the rise holds on its own
     shaped = next(r for r in rows if r[0].startswith("S1: the shaped"))
-    assert f"premise (its own row): inconclusive, binary RLOO − SFT pass@1 {d['mean']:+.3f}" \
+    outcome = premise[9].strip("*").split(" (")[0]  # the premise row's own verdict
+    assert f"premise (its own row): {outcome}, binary RLOO − SFT pass@1 {d['mean']:+.3f}" \
         in shaped[9]
     fb = next(r for r in rows if r[0].startswith("S0: a fresh resample"))
     for isolates in ("F vs R, feedback against a fresh resample",
@@ -298,11 +299,11 @@ def test_the_premise_row_and_what_each_contrast_isolates(complete):
 
 
 def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete):
-    """The replicates the floored t-test needs (80% power at Holm's strictest level, the SD it
-    used), at the observed effect and the seed's, and the command that adds the seeds; a
-    seed effect on another scale is said to be unusable."""
+    """The replicates the crossed test needs (80% power at Holm's strictest level, from the
+    variance components it estimated), at the observed effect and the seed's, and the
+    command that adds the seeds; a seed effect on another scale is said to be unusable."""
     from countdown_rlvr.analysis import claims
-    from countdown_rlvr.stats import replicates_needed
+    from countdown_rlvr.stats.crossed import crossed_replicates_needed
 
     root, md = complete
     inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
@@ -311,8 +312,9 @@ def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete
     assert sd_claim.outcome() == "inconclusive"
     (plan,) = sd_claim.plans
     alpha = 0.05 / len(claims.family(found.values()))
-    n_obs = replicates_needed(plan.observed, plan.sd, alpha)
-    n_seed = replicates_needed(0.168 - 0.086, plan.sd, alpha)
+    comps, n_problems = plan.crossed.components(), plan.crossed.n_problems
+    n_obs = crossed_replicates_needed(abs(plan.observed), comps, n_problems, alpha)
+    n_seed = crossed_replicates_needed(0.168 - 0.086, comps, n_problems, alpha)
     row = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S0: self-dist"))
     assert row[10].startswith(f"{n_obs} replicates at the observed effect, {n_seed} "
                               "replicates at the seed's")
@@ -510,3 +512,24 @@ def test_one_formatter_for_intervals_p_values_and_tables():
         "0.0123", "0.012", "–", "-"]
     assert md_table(["a", "b"], [["1", "2"]]) == ["| a | b |", "| --- | --- |", "| 1 | 2 |"]
     assert md_table(["a", "b"], [], tight_rule=True) == ["| a | b |", "|---|---|"]
+
+
+def test_a_claim_the_shared_problems_keep_out_of_reach_asks_for_problems_not_replicates():
+    """Planned with the crossed model, an effect smaller than the shared test problems'
+    variance resolves is not given a replicate count (no count would decide it); a larger
+    one is, with the command that adds the seeds."""
+    from countdown_rlvr.analysis.claims import EFFECT, Claim, Plan
+    from countdown_rlvr.stats.crossed import from_mean_squares
+
+    # s_a^2 = 0.09 over 400 problems: a problem SE of 0.015 that no replicate count shrinks
+    res = from_mean_squares(0.01, 0.04 + 3 * 0.09, 0.04 + 400 * 1e-4, 0.04, 400, 3)
+
+    def needed(observed):
+        c = Claim("x", "y", EFFECT, plans=[Plan("a − b", observed, None, res.sd, crossed=res)],
+                  seed_unusable="not on this scale")
+        c.adjusted = 0.5  # inconclusive
+        return c.needed([0, 1, 2])
+
+    assert needed(0.01).startswith("no replicate count (the shared test problems'")
+    assert needed(0.045).startswith("7 replicates at the observed effect") and \
+        "replicates.seeds=[0,1,2,3,4,5,6]" in needed(0.045)

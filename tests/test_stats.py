@@ -399,7 +399,7 @@ def test_t_power_has_no_nan_path(monkeypatch):
     the noncentrality); `NaN >= 0.8` is false, so replicates_needed skipped that n and
     answered one too many. Replayed here: every tail below 1e-12 comes back NaN, and
     t_power and replicates_needed give the same answers as with the honest scipy."""
-    import countdown_rlvr.stats as S
+    import countdown_rlvr.stats.power as S
 
     grid = [(e, sd, n, alt) for e in (0.02, 0.12, 0.5, 3.0, -0.3) for sd in (0.01, 0.05, 0.3)
             for n in (2, 3, 6, 20) for alt in ("two-sided", "greater", "less")]
@@ -476,3 +476,97 @@ def test_the_floored_test_holds_its_size_when_draws_differ_and_for_small_counts(
         assert floored / n_exp <= 0.05 + mc, (name, sizes[name])
         assert floored <= plain  # the floor only ever widens the test
     print(sizes)
+
+
+# --------------------------------------------------------------------------- crossed model
+def simulate_crossed(rng, n_sets, n_problems, n_replicates, sd_problem, sd_replicate,
+                     sd_noise, mean=0.0):
+    """n_sets matrices d[i, r] = mean + a[i] + b[r] + e[i, r]: per-problem effects a shared
+    by every replicate (the same test problems), draws b, and noise e."""
+    a = rng.normal(0, sd_problem, (n_sets, n_problems, 1))
+    b = rng.normal(0, sd_replicate, (n_sets, 1, n_replicates))
+    e = rng.normal(0, sd_noise, (n_sets, n_problems, n_replicates))
+    return mean + a + b + e
+
+
+def floored_on(d):
+    """The per-replicate test the report used before: each replicate's mean effect, floored
+    at its within-replicate sampling error over problems (the bootstrap's, in closed form)."""
+    within = d.var(axis=0, ddof=1) / d.shape[0]
+    return floored_t_test(d.mean(axis=0), within)
+
+
+@pytest.mark.parametrize("n_replicates", [3, 6, 10])
+def test_crossed_test_holds_alpha_with_a_shared_per_problem_effect(n_replicates):
+    """Large per-problem effects common to every replicate, no true effect on average: the
+    crossed test rejects at about alpha whatever the replicate count; the floored t-test
+    across replicates, which cannot see the shared part, rejects far more often once there
+    are enough replicates for its t quantile to stop protecting it."""
+    from countdown_rlvr.stats.crossed import crossed_test
+
+    rng = np.random.default_rng(n_replicates)
+    sets = simulate_crossed(rng, 3000, 200, n_replicates, sd_problem=0.3, sd_replicate=0.01,
+                            sd_noise=0.2)
+    crossed = np.mean([crossed_test(d).pvalue < 0.05 for d in sets])
+    floored = np.mean([floored_on(d).pvalue < 0.05 for d in sets])
+    assert crossed <= 0.05 + 0.012  # 3 Monte Carlo SEs over alpha
+    assert crossed >= 0.05 - 0.015  # and not far below it: the test is not merely timid
+    if n_replicates >= 6:
+        assert floored > 0.15  # the old test's size failure the crossed model removes
+
+
+def test_crossed_test_holds_alpha_when_the_training_draw_dominates():
+    """No shared problem effect, a large between-draw variance: the crossed test is then the
+    t-test across replicates (few degrees of freedom), and holds alpha too."""
+    from countdown_rlvr.stats.crossed import crossed_test
+
+    rng = np.random.default_rng(7)
+    sets = simulate_crossed(rng, 3000, 100, 3, sd_problem=0.0, sd_replicate=0.05,
+                            sd_noise=0.1)
+    rate = np.mean([crossed_test(d).pvalue < 0.05 for d in sets])
+    assert 0.05 - 0.015 <= rate <= 0.05 + 0.012
+
+
+def test_crossed_power_predicts_the_simulated_rejection_rate():
+    """Power is computed from the same model the test uses: at a true effect, the planned
+    power matches the simulated rate of the test."""
+    from countdown_rlvr.stats.crossed import crossed_power, crossed_test
+
+    comps, n_i, n_r, effect = (0.05, 0.0004, 0.04), 200, 4, 0.04
+    rng = np.random.default_rng(11)
+    sets = simulate_crossed(rng, 3000, n_i, n_r, *(math.sqrt(v) for v in comps), mean=effect)
+    rate = np.mean([crossed_test(d).pvalue < 0.05 for d in sets])
+    planned = crossed_power(effect, comps, n_i, n_r)
+    assert 0.3 < planned < 0.95  # a test of the middle of the curve, not a saturated end
+    assert rate == pytest.approx(planned, abs=0.04)
+
+
+def test_crossed_mean_squares_match_the_anova_identity_and_recover_a_summary():
+    """The mean squares decompose the total sum of squares, the standard error is the
+    unbiased one, and the test rebuilt from the stored summary is the same test."""
+    from countdown_rlvr.stats.crossed import crossed_test, from_mean_squares, mean_squares
+
+    d = np.random.default_rng(3).normal(0.1, 0.3, (50, 4))
+    mean, ms_p, ms_r, ms_e = mean_squares(d)
+    total = float(((d - d.mean()) ** 2).sum())
+    assert ms_p * 49 + ms_r * 3 + ms_e * 49 * 3 == pytest.approx(total)
+    res = crossed_test(d)
+    assert res.se == pytest.approx(math.sqrt((ms_p + max(ms_r, ms_e) - ms_e) / 200))
+    again = from_mean_squares(mean, ms_p, ms_r, ms_e, 50, 4)
+    assert again == res
+    assert crossed_test(d[:, :1]).pvalue is None  # one replicate: no test
+    assert crossed_test(np.zeros((5, 3))).pvalue == 1.0  # no variation, the null holds
+    with pytest.raises(ValueError, match="matrix"):
+        crossed_test([1.0, 2.0])
+
+
+def test_replicates_cannot_beat_the_shared_problem_variance():
+    """s_a^2 / I does not shrink with replicates: an effect below what the problems resolve
+    is never planned with replicates (None), one above it is."""
+    from countdown_rlvr.stats.crossed import crossed_replicates_needed
+
+    comps, n_i = (0.09, 0.0001, 0.04), 400  # problem SE alone: sqrt(0.09 / 400) = 0.015
+    assert crossed_replicates_needed(0.02, comps, n_i) is None
+    n = crossed_replicates_needed(0.06, comps, n_i)
+    assert isinstance(n, int) and 2 <= n <= 5
+    assert crossed_replicates_needed(-0.06, comps, n_i, alternative="greater") is None

@@ -4,9 +4,12 @@ One function per claim returns a `Claim`: this run's number (mean over replicate
 replicate's own number and one-draw verdict, the check that its arms moved, and a pooled p
 whose rule is stated:
 
-    effect     the seed claims a change in a direction. Pooled t-test across replicates of
-               the per-replicate paired effect, its SD floored at the replicates' own sampling
-               error (`stats.floored_t_test`). Reproduced / contradicted only when significant
+    effect     the seed claims a change in a direction. A pass@k difference of two policies
+               on the test split: the crossed problems x replicates test (`stats.crossed`:
+               every replicate shares the test problems, so their per-problem effects are in
+               its variance). Other effects: a t-test across replicates of the per-replicate
+               effect, its SD floored at the replicates' own sampling error
+               (`stats.floored_t_test`). Reproduced / contradicted only when significant
                after Holm's correction across the family, in / against the seed's direction;
                else inconclusive. A claim made of several contrasts (S0's feedback) is
                reproduced only when every contrast is (its p: the largest of theirs) and
@@ -34,7 +37,7 @@ one draw (the per-replicate verdicts shown beside it) rejects far more often tha
 floor: three replicates that agree by chance (+0.059, +0.058, +0.059, each from 3 discordant
 problems) would make that spread ~0 and the test sure of an effect its counts cannot carry.
 For an inconclusive claim the report gives the replicates a test would need (80% power at
-alpha 0.05, `stats.replicates_needed`) at the observed effect and at the seed's.
+alpha 0.05, from the model the test used) at the observed effect and at the seed's.
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ from ..stats import (
     interval_var,
     rate_vs_reference,
     replicates_needed,
+)
+from ..stats.crossed import (
+    CrossedTest,
+    crossed_power,
+    crossed_replicates_needed,
+    from_mean_squares,
 )
 from . import checks
 from .compare import fmt_ci, fmt_p
@@ -100,6 +109,8 @@ class Plan:
     sd: float | None
     one_sided: bool = False
     seed_one_sided: bool | None = None  # the seed's effect decided by another test (None: same)
+    crossed: CrossedTest | None = None  # the crossed test it was tested with: plan with its
+    # variance components (the shared problems' part does not shrink with replicates)
 
 
 @dataclass
@@ -172,14 +183,14 @@ class Claim:
             return "–"
         if any(p.sd is None for p in self.plans):
             return "one replicate: no spread between replicates to plan from"
-        obs = _most([_n(p.observed, p.sd, p.one_sided, self.plan_alpha) for p in self.plans])
+        obs = _most([_n(p.observed, p, p.one_sided, self.plan_alpha) for p in self.plans])
         text = f"{_n_text(obs)} at the observed effect"
         if self.seed_unusable or any(p.seed is None for p in self.plans):
             text += (f"; the seed's effect is not a number we can use here"
                      f" ({self.seed_unusable or 'not stated on this scale'})")
             at_seed = None
         else:
-            at_seed = _most([_n(p.seed, p.sd, p.one_sided if p.seed_one_sided is None
+            at_seed = _most([_n(p.seed, p, p.one_sided if p.seed_one_sided is None
                                 else p.seed_one_sided, self.plan_alpha) for p in self.plans])
             text += f", {_n_text(at_seed)} at the seed's"
         for n, at in ((obs, "observed"), (at_seed, "seed's")):
@@ -189,25 +200,40 @@ class Claim:
         return text
 
 
-def _n(effect: float, sd: float | None, one_sided: bool, alpha: float) -> int | None | str:
-    """Replicates for one test (None: more than stats.MAX_REPLICATES, "away": the effect
-    points away from the test's alternative or is 0)."""
+def _n(effect: float, plan: Plan, one_sided: bool, alpha: float) -> int | None | str:
+    """Replicates for one test (None: more than stats.MAX_REPLICATES, or, for a crossed test,
+    beyond what the shared problems let replicates resolve; "away": the effect points away
+    from the test's alternative or is 0)."""
+    sd = plan.sd
     if sd is None or sd <= 0 or effect == 0 or (one_sided and effect < 0):
         return "away"
-    return replicates_needed(abs(effect), sd, alpha, POWER,
-                             "greater" if one_sided else "two-sided")
+    alternative = "greater" if one_sided else "two-sided"
+    if plan.crossed is not None and (comps := plan.crossed.components()) is not None:
+        n = crossed_replicates_needed(abs(effect), comps, plan.crossed.n_problems, alpha,
+                                      POWER, alternative, MAX_REPLICATES)
+        if n is None and crossed_power(abs(effect), comps, plan.crossed.n_problems, 10**9,
+                                       alpha, alternative) < POWER:
+            return PROBLEMS  # even endless replicates leave the shared problems' variance
+        return n
+    return replicates_needed(abs(effect), sd, alpha, POWER, alternative)
 
 
-def _no_rise_plan(label: str, mean: float, seed_mean: float, sd: float | None) -> Plan:
+def _no_rise_plan(label: str, mean: float, seed_mean: float, res) -> Plan:
     """A no-change test is decided by the one-sided test below MARGIN when the effect is
     below it, else by the test of the rise (two-sided): plan with the one that would."""
     return Plan(label, MARGIN - mean if mean < MARGIN else mean,
-                MARGIN - seed_mean if seed_mean < MARGIN else seed_mean, sd,
-                one_sided=mean < MARGIN, seed_one_sided=seed_mean < MARGIN)
+                MARGIN - seed_mean if seed_mean < MARGIN else seed_mean, res.sd,
+                one_sided=mean < MARGIN, seed_one_sided=seed_mean < MARGIN,
+                crossed=res if isinstance(res, CrossedTest) else None)
+
+
+PROBLEMS = "problems"  # no replicate count: the shared test problems bound the test
 
 
 def _most(ns: list) -> int | None | str:
     """The claim needs every test decided: the largest count (None = too many wins)."""
+    if any(n == PROBLEMS for n in ns):
+        return PROBLEMS
     if any(n is None for n in ns):
         return None
     if any(n == "away" for n in ns):
@@ -216,6 +242,9 @@ def _most(ns: list) -> int | None | str:
 
 
 def _n_text(n: int | None | str) -> str:
+    if n == PROBLEMS:
+        return ("no replicate count (the shared test problems' variance alone keeps the "
+                "effect out of reach: more test problems would decide it)")
     if n == "away":
         return "no replicate count (the effect is 0 or points away from the test)"
     return f"more than {MAX_REPLICATES} replicates" if n is None else f"{n} replicates"
@@ -236,7 +265,15 @@ def _ci(res) -> str:
     return fmt_ci(res.mean, res.ci_low, res.ci_high, "+.3f", " (one replicate)")
 
 
-def _floor_words(res: FlooredTest) -> str:
+def _floor_words(res: FlooredTest | CrossedTest) -> str:
+    if isinstance(res, CrossedTest):
+        if res.se is None or res.df is None:
+            return ""
+        comps = res.components()
+        return (f", SE {res.se:.3g} from the shared problems (variance {comps[0]:.3g}), the "
+                f"draws ({comps[1]:.3g}) and their interaction ({comps[2]:.3g}), df {res.df:.1f}"
+                + (" (the draws' mean square floored at the interaction's)" if res.floored
+                   else ""))
     if res.sd is None:
         return ""  # one replicate: no SD, no test
     if res.sd_within is None:
@@ -280,9 +317,34 @@ def _within(vs: list[float | None]) -> list[float] | None:
     return None if any(v is None for v in vs) else vs
 
 
-def _pair_test(inp: Inputs, rows: dict, **kw) -> FlooredTest:
+def _pair_crossed(inp: Inputs, a: str, b: str, k: int) -> dict | None:
+    """compare.json's crossed problems x replicates summary of a vs b at k (test split)."""
+    return get(inp.compare or {}, "pairs", f"{a}_vs_{b}", "test", f"k{k}", "crossed")
+
+
+def _pair_test(inp: Inputs, rows: dict, crossed: dict | None = None, **kw
+               ) -> FlooredTest | CrossedTest:
+    """The pooled test of a pair's per-replicate rows: the crossed problems x replicates test
+    when compare.json has its summary (every replicate on the same test problems), else the
+    floored t-test across replicates (a compare.json written before it)."""
+    if crossed is not None and crossed.get("ms_problem") is not None:
+        return from_mean_squares(crossed["mean"], crossed["ms_problem"],
+                                 crossed["ms_replicate"], crossed["ms_residual"],
+                                 crossed["n_problems"], crossed["n"], **kw)
     return floored_t_test([r["pass_diff"] for r in rows.values()],
                           _within([_row_var(inp, r) for r in rows.values()]), **kw)
+
+
+def _kind(res: FlooredTest | CrossedTest) -> str:
+    return "crossed test" if isinstance(res, CrossedTest) else "t-test"
+
+
+def _test_words(res: FlooredTest | CrossedTest, k: int) -> str:
+    if isinstance(res, CrossedTest):
+        return (f"crossed test over {res.n_problems} problems x {res.n} replicates of the "
+                f"paired pass@{k} difference" + _floor_words(res))
+    return (f"t-test across {res.n} replicates of the paired pass@{k} difference"
+            + _floor_words(res))
 
 
 def _per_replicate(rows: dict, positive: bool = True, nd: int = 3) -> str:
@@ -297,14 +359,14 @@ def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, seed: float | No
     if rows is None:
         c.why_not = why
         return c
-    res = _pair_test(inp, rows)
+    res = _pair_test(inp, rows, _pair_crossed(inp, a, b, k))
     means = [np.mean([r[f"pass_{x}"] for r in rows.values()]) for x in ("b", "a")]
     c.run = f"pass@{k} {means[0]:.3f} → {means[1]:.3f}, diff {_ci(res)}"
     c.per_replicate = _per_replicate(rows, positive)
-    c.test = (f"t-test across {res.n} replicates of the paired pass@{k} difference"
-              + _floor_words(res))
+    c.test = _test_words(res, k)
     c.pvalue, c.right_way, c.effect = res.pvalue, (res.mean > 0) == positive, res.mean
-    c.plans = [Plan(f"{a} − {b}", res.mean, seed, res.sd)]
+    c.plans = [Plan(f"{a} − {b}", res.mean, seed, res.sd,
+                    crossed=res if isinstance(res, CrossedTest) else None)]
     return c
 
 
@@ -442,18 +504,19 @@ def shaped_premise(inp: Inputs) -> Claim:
     if rows is None:
         c.why_not = why
         return c
-    two = _pair_test(inp, rows)
-    below = _pair_test(inp, rows, null=MARGIN, alternative="less")
+    crossed = _pair_crossed(inp, "rloo", "sft", 1)
+    two = _pair_test(inp, rows, crossed)
+    below = _pair_test(inp, rows, crossed, null=MARGIN, alternative="less")
     c.run = f"binary RLOO − SFT, pass@1 {_ci(two)}"
     c.per_replicate = _per_replicate(rows)
-    c.test = (f"one-sided t-test that pass@1 rises by less than {MARGIN}" + _floor_words(two)
-              + "; against: the two-sided t-test of the rise")
+    c.test = (f"one-sided {_kind(two)} that pass@1 rises by less than {MARGIN}"
+              + _floor_words(two) + f"; against: the two-sided {_kind(two)} of the rise")
     c.pvalue, c.right_way, c.effect = below.pvalue, True, two.mean
     if two.pvalue is not None:
         c.against = two.pvalue if two.mean > 0 else 1.0
     c.parts = [Part("binary RLOO − SFT pass@1", "does binary RLOO learn?", two,
                     says=("binary learns", "binary falls below SFT", "no detectable change"))]
-    c.plans = [_no_rise_plan("pass@1 rise", two.mean, 0.0, two.sd)]
+    c.plans = [_no_rise_plan("pass@1 rise", two.mean, 0.0, two)]
     return c
 
 
@@ -519,18 +582,20 @@ def rloo_sharpens(inp: Inputs) -> Claim:
     if r1 is None or rk is None:
         c.why_not = why1 or whyk
         return c
-    up, top = _pair_test(inp, r1), _pair_test(inp, rk)
+    x1, xk = _pair_crossed(inp, "rloo", "sft", 1), _pair_crossed(inp, "rloo", "sft", k)
+    up, top = _pair_test(inp, r1, x1), _pair_test(inp, rk, xk)
     # one-sided: pass@k rises by less than MARGIN (the upper half of a TOST)
-    no_rise = _pair_test(inp, rk, null=MARGIN, alternative="less")
+    no_rise = _pair_test(inp, rk, xk, null=MARGIN, alternative="less")
     c.run = f"pass@1 diff {_ci(up)}; pass@{k} diff {_ci(top)}"
     c.effect = top.mean  # the claim is about pass@k
     c.per_replicate = "; ".join(
         f"{t} pass@1 {r1[t]['pass_diff']:+.3f} {_one_draw(r1[t]['pass_diff'], r1[t]['pass_diff_pvalue'])}"
         f", pass@{k} {rk[t]['pass_diff']:+.3f}" for t in r1 if t in rk)
-    c.test = (f"both: t-test of the pass@1 rise, and one-sided t-test that pass@{k} rises by "
-              f"less than {MARGIN} (p = the larger); SDs floored at the within-replicate "
-              "error; against: pass@1 significantly down or pass@k significantly up "
-              "(Bonferroni over the two)")
+    c.test = (f"both: {_kind(up)} of the pass@1 rise, and one-sided {_kind(top)} that "
+              f"pass@{k} rises by less than {MARGIN} (p = the larger)"
+              + ("" if isinstance(up, CrossedTest) else "; SDs floored at the "
+                 "within-replicate error") + "; against: pass@1 significantly down or "
+              "pass@k significantly up (Bonferroni over the two)")
     c.parts = [Part("pass@1 diff", "pass@1 rises", up),
                Part(f"pass@{k} diff", f"pass@{k} rises by less than {MARGIN} (one-sided)",
                     no_rise, positive=False)]
@@ -541,8 +606,9 @@ def rloo_sharpens(inp: Inputs) -> Claim:
         c.against = min(1.0, 2 * min(up.pvalue if up.mean < 0 else 1.0,
                                      top.pvalue if top.pvalue is not None and top.mean > 0
                                      else 1.0))
-    c.plans = [Plan("pass@1 rise", up.mean, 0.598 - 0.354, up.sd),
-               _no_rise_plan(f"pass@{k} rise", top.mean, 0.740 - 0.800, top.sd)]
+    c.plans = [Plan("pass@1 rise", up.mean, 0.598 - 0.354, up.sd,
+                    crossed=up if isinstance(up, CrossedTest) else None),
+               _no_rise_plan(f"pass@{k} rise", top.mean, 0.740 - 0.800, top)]
     return c
 
 

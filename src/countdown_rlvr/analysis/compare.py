@@ -8,7 +8,9 @@ report import it without loading a model).
                                             sample 0 (S0's test)
     compare_replicates(runs, pairs, ks)  -> every draw: compare_policies per replicate, and
                                             pooled over replicates (replicate-unit t-test and
-                                            t interval of the per-replicate effects)
+                                            t interval of the per-replicate effects, and the
+                                            crossed problems x replicates test of a pair: the
+                                            claims' verdict test, stats.crossed)
     compare_markdown(report) / replicates_markdown(report) -> reports/compare.md
     fmt_ci, fmt_p, md_table               -> the one way every table (compare.md, report.md,
                                             the claims, `countdown-rlvr diff`) writes an
@@ -25,6 +27,7 @@ import pandas as pd
 
 from ..eval.metrics import pass_at_k, solved_within
 from ..stats import bootstrap_ci, mcnemar, paired_permutation_test, pass_at_k_ci, replicate_t_test
+from ..stats.crossed import crossed_test
 
 SHARED = "shared"  # the run tag of a policy trained once (base, teacher)
 NA = "–"  # a missing value in a table
@@ -65,6 +68,19 @@ def _per_problem_counts(records: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     problem; more seeds are just more samples of it)."""
     g = records.groupby("problem_id")["correct"]
     return g.size().sort_index(), g.sum().astype(int).sort_index()
+
+
+def per_problem_pass_diff(rec_a: pd.DataFrame, rec_b: pd.DataFrame, k: int) -> pd.Series:
+    """Unbiased pass@k of a minus b per problem (from every sample of every seed), by
+    problem_id; the two must hold the same problems."""
+    (n_a, c_a), (n_b, c_b) = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
+    if not n_a.index.equals(n_b.index):
+        only = sorted(set(n_a.index) ^ set(n_b.index))[:5]
+        raise ValueError("the two policies were evaluated on different problems "
+                         f"(e.g. {only}); re-run their evaluate stages on the same problems")
+    return pd.Series([pass_at_k(int(n_a[i]), int(c_a[i]), k)
+                      - pass_at_k(int(n_b[i]), int(c_b[i]), k) for i in n_a.index],
+                     index=n_a.index, dtype=float)
 
 
 def policy_intervals(records: pd.DataFrame, ks: Iterable[int], n_boot: int, alpha: float,
@@ -286,7 +302,28 @@ def compare_replicates(records: dict[str, dict[str, pd.DataFrame]],
                              if k in per_run[t]["pairs"][key].get(split, {})], alpha)
             for k in per_run[present[0]]["pairs"][key].get(split, {})}
             for split in splits if split in per_run[present[0]]["pairs"][key]}
+        for split, block in out["pairs"][key].items():
+            for k, pooled in block.items():
+                pooled["crossed"] = _crossed(records, a, b, list(pooled["per_replicate"]),
+                                             split, int(k[1:]), alpha)
     return out
+
+
+def _crossed(records: dict[str, dict[str, pd.DataFrame]], a: str, b: str, tags: list[str],
+             split: str, k: int, alpha: float) -> dict | None:
+    """The crossed problems x replicates test of a - b (`stats.crossed`), from the per-problem
+    pass@k differences of every replicate: the verdicts' test. None with one replicate."""
+    if len(tags) < 2:
+        return None
+    cols = []
+    for tag in tags:
+        run = records_of_run(records, tag)
+        ra, rb = (run[x][run[x]["split"] == split] for x in (a, b))
+        cols.append(per_problem_pass_diff(ra, rb, k))
+    if any(not c.index.equals(cols[0].index) for c in cols):
+        raise ValueError(f"{a} vs {b}: the replicates were evaluated on different {split} "
+                         "problems; re-run their evaluate stages on the same problems")
+    return crossed_test(np.column_stack(cols), alpha=alpha).as_dict()
 
 
 def _pooled_policy(per_run: dict, name: str, splits, ks, alpha: float, shared: bool) -> dict:

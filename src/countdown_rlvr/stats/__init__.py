@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, chi2, nct, norm, permutation_test, ttest_1samp
+from scipy.stats import binomtest, chi2, norm, permutation_test, ttest_1samp
 from scipy.stats import t as t_dist
 
 from ..eval.metrics import pass_at_k
+from .power import ALTERNATIVES, t_test_power
 
 
 @dataclass(frozen=True)
@@ -294,9 +295,6 @@ class FlooredTest:
                 and self.sd_within > self.sd_observed)
 
 
-ALTERNATIVES = ("two-sided", "greater", "less")
-
-
 def floored_t_test(effects: Sequence[float], within_vars: Sequence[float] | None = None,
                    null: float = 0.0, alternative: str = "two-sided",
                    alpha: float = 0.05) -> FlooredTest:
@@ -342,17 +340,6 @@ def floored_t_test(effects: Sequence[float], within_vars: Sequence[float] | None
 # power at a given effect and SD is a noncentral t probability, so the answer is closed-form
 # enough to compute exactly, not guess.
 
-def _upper_tail(x: float, df: int, nc: float) -> float:
-    """P(T > x) for T noncentral t(df, nc). Some scipy versions return NaN where the tail is
-    negligible (e.g. nct.cdf far below the noncentrality); there the mass lies all on one side
-    of x, so the tail is 0 or 1 to double precision, and the answer does not depend on the
-    scipy version (tests/test_stats.py replays that behaviour)."""
-    p = float(nct.sf(x, df, nc))
-    if not math.isfinite(p):
-        return 1.0 if nc > x else 0.0
-    return min(max(p, 0.0), 1.0)
-
-
 def t_power(effect: float, sd: float, n: int, alpha: float = 0.05,
             alternative: str = "two-sided") -> float:
     """Power of the one-sample t-test (df = n - 1) at level alpha when the true mean effect
@@ -364,12 +351,7 @@ def t_power(effect: float, sd: float, n: int, alpha: float = 0.05,
         raise ValueError(f"need n >= 2 and sd > 0, got n={n}, sd={sd}")
     if alternative not in ALTERNATIVES:
         raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
-    df, nc = n - 1, effect * math.sqrt(n) / sd
-    if alternative == "two-sided":
-        crit = float(t_dist.ppf(1 - alpha / 2, df))
-        return min(_upper_tail(crit, df, nc) + _upper_tail(crit, df, -nc), 1.0)
-    nc = nc if alternative == "greater" else -nc
-    return _upper_tail(float(t_dist.ppf(1 - alpha, df)), df, nc)
+    return t_test_power(effect * math.sqrt(n) / sd, n - 1, alpha, alternative)
 
 
 MAX_REPLICATES = 100  # beyond this, "more than" (no pipeline budget buys it)
