@@ -211,8 +211,11 @@ def test_claim_verdicts_follow_the_pooled_test_after_holm():
     from countdown_rlvr.analysis.claims import ABOVE, EFFECT, NO_CHANGE, Claim
 
     def verdict(rule, p, right=True, against=None, status=None):
-        c = Claim("x", "y", rule, right_way=right, against=against)
-        c.adjusted, c.against_adjusted = p, against  # as Holm-adjusted by evaluate
+        c = Claim("x", "y", rule, right_way=right, pvalue=p, against=against)
+        ps = c.tests()
+        # as evaluate does: Holm over a family of this claim alone is the claim's p itself
+        c.adjusted = c.claim_p()
+        c.decided_by = min(ps, key=ps.get) if ps else "for"
         if status:
             c.check_status, c.check_why = status, "why"
         return c.verdict()
@@ -220,9 +223,11 @@ def test_claim_verdicts_follow_the_pooled_test_after_holm():
     assert verdict(EFFECT, 0.01) == "reproduced" and verdict(EFFECT, 0.01, False) == "contradicted"
     assert verdict(EFFECT, 0.2) == "inconclusive"
     assert verdict(NO_CHANGE, 0.2, against=0.01) == "contradicted"
-    assert verdict(ABOVE, 0.01) == "reproduced"
+    assert verdict(ABOVE, 0.01, against=0.9) == "reproduced"
     assert verdict(ABOVE, 0.6, against=0.01) == "contradicted"
     assert verdict(ABOVE, 0.3, against=0.7) == "inconclusive"
+    # one claim, two tests: its p is Bonferroni over them (0.03 x 2), not significant
+    assert verdict(ABOVE, 0.03, against=0.9) == "inconclusive"
     assert verdict(EFFECT, None).startswith("inconclusive: one replicate")
     # an arm that did not move, or a check not measured: no verdict, whatever the p
     assert verdict(EFFECT, 0.001, status=FAIL) == "not tested: why"
@@ -266,7 +271,7 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
                       "lose < 0.5 nats/token vs SFT not measured (ipo_scripted: r0, r1, r2)**")
     assert all(r[10] == "–" for r in (sharpen, shaped, ipo))  # no replicates to plan
     found = claims.evaluate(inp)
-    assert {c.name for c, _, _ in claims.family(found)} == {
+    assert {c.name for c, _ in claims.family(found)} == {
         c.name for c in found if c.name not in {"rloo_sharpens", "shaped", "ipo_sources"}}
     assert len(by) == 9
 
@@ -311,7 +316,7 @@ def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete
     sd_claim = found["self_distill"]
     assert sd_claim.outcome() == "inconclusive"
     (plan,) = sd_claim.plans
-    alpha = 0.05 / len(claims.family(found.values()))
+    alpha = 0.05 / len(claims.family(found.values())) / len(sd_claim.tests())
     comps, n_problems = plan.crossed.components(), plan.crossed.n_problems
     n_obs = crossed_replicates_needed(abs(plan.observed), comps, n_problems, alpha)
     n_seed = crossed_replicates_needed(0.168 - 0.086, comps, n_problems, alpha)

@@ -18,12 +18,15 @@ whose rule is stated:
     no change  the seed claims something does NOT rise. Reproduced only when the pooled
                interval excludes a rise larger than MARGIN (a one-sided equivalence test)
                together with the claim's effect; "not significant" is never read as "no
-               change". Contradicted when the rise is significant: that p is in Holm's
-               family too.
+               change". Contradicted when the rise is significant (its p against).
     above      the seed concludes a share is above a threshold (S0: most prompts give binary
                RLVR no signal, a share > 50%). One-sided floored t-test across replicates that
-               the share exceeds it; contradicted by the one-sided test the other way, also
-               in the family. The seed's own rate, measured on its own model, is context.
+               the share exceeds it; contradicted by the one-sided test the other way (its
+               p against). The seed's own rate, measured on its own model, is context.
+
+Holm's family counts each claim once: its p is the smaller of its test for and its test
+against times their number (Bonferroni within the claim), and a significant claim is decided
+by that smaller test.
 
 Not tested: a claim whose arm failed its check (`checks`: one stated check per arm, measured in
 every replicate on training or validation data, never the test split) or whose check was not
@@ -121,12 +124,12 @@ class Claim:
     run: str = "–"  # this run: mean over replicates [t interval]
     per_replicate: str = "–"  # each replicate's number and one-draw verdict
     test: str = "–"  # the pooled test, in words
-    pvalue: float | None = None  # the pooled p (Holm-adjusted by `evaluate`)
+    pvalue: float | None = None  # the pooled p of the test for the claim
     effect: float | None = None  # the number the p tests: the pooled effect (seed's sign
     # convention of the pair, a - b) or, for ABOVE, this run's share minus the threshold
     right_way: bool | None = None  # the pooled effect points the seed's way
     against: float | None = None  # NO_CHANGE / ABOVE / several contrasts: p of the test
-    # that contradicts the claim (in Holm's family beside `pvalue`)
+    # that contradicts the claim (with `pvalue`, one entry of Holm's family: `claim_p`)
     why_not: str | None = None  # not testable: why
     note: str = ""  # e.g. an underpowered arm
     arms: tuple[str, ...] = ()  # the arms whose check the claim rests on (checks.CHECKS)
@@ -138,15 +141,28 @@ class Claim:
     arm_checks: list[checks.ArmCheck] = field(default_factory=list, init=False)
     check_status: str = field(default=checks.PASS, init=False)
     check_why: str | None = field(default=None, init=False)
-    adjusted: float | None = field(default=None, init=False)
+    adjusted: float | None = field(default=None, init=False)  # claim_p, Holm-adjusted
+    decided_by: str = field(default="for", init=False)  # the test behind claim_p: for | against
     plan_alpha: float = field(default=ALPHA, init=False)  # the level replicates are planned at
-    against_adjusted: float | None = field(default=None, init=False)
     name: str = field(default="", init=False)  # its function's: reports/metrics/claims/<name>.json
 
     @property
     def tested(self) -> bool:
         """Gets a verdict: testable and its arms moved (so it is in Holm's family)."""
         return not self.why_not and self.check_status == checks.PASS
+
+    def tests(self) -> dict[str, float]:
+        """Its decision tests' ps: `for` and, where it has one, `against`."""
+        out = {} if self.pvalue is None else {"for": self.pvalue}
+        if self.pvalue is not None and self.against is not None:
+            out["against"] = self.against
+        return out
+
+    def claim_p(self) -> float | None:
+        """The claim's one p in Holm's family: the smaller of its tests' ps times their
+        number (Bonferroni within the claim), so a claim with a test against counts once."""
+        ps = self.tests()
+        return min(1.0, len(ps) * min(ps.values())) if ps else None
 
     def outcome(self) -> str:
         """The verdict's first words: not testable / not tested / reproduced / ..."""
@@ -158,9 +174,8 @@ class Claim:
         if p is None:
             return "inconclusive: one replicate (the pooled test needs two or more)"
         if p < ALPHA:
-            return "reproduced" if self.right_way else "contradicted"
-        if self.against_adjusted is not None and self.against_adjusted < ALPHA:
-            return "contradicted"
+            return "reproduced" if self.right_way and self.decided_by == "for" \
+                else "contradicted"
         return "inconclusive"
 
     def verdict(self) -> str:
@@ -671,16 +686,9 @@ def _check_arms(c: Claim, inp: Inputs) -> None:
     c.check_status, c.check_why = checks.summarize(c.arm_checks)
 
 
-def family(claims: Sequence[Claim]) -> list[tuple[Claim, str, float]]:
-    """Holm's family: every test that can give a verdict, i.e. each tested claim's p and,
-    where it has one, its p against (a no-change, above or several-contrast claim)."""
-    out = []
-    for c in claims:
-        if c.tested and c.pvalue is not None:
-            out.append((c, "for", c.pvalue))
-            if c.against is not None:
-                out.append((c, "against", c.against))
-    return out
+def family(claims: Sequence[Claim]) -> list[tuple[Claim, float]]:
+    """Holm's family: each claim that can give a verdict, once, with its `claim_p`."""
+    return [(c, c.claim_p()) for c in claims if c.tested and c.claim_p() is not None]
 
 
 def evaluate(inp: Inputs) -> list[Claim]:
@@ -691,13 +699,13 @@ def evaluate(inp: Inputs) -> list[Claim]:
         c.name = claim.__name__
         _check_arms(c, inp)
     fam = family(claims)
-    for c in claims:  # Holm's first step, the strictest: Bonferroni over the family
-        c.plan_alpha = ALPHA / max(1, len(fam))
-    for (c, kind, _), p in zip(fam, holm([p for _, _, p in fam]), strict=True):
-        if kind == "for":
-            c.adjusted = p
-        else:
-            c.against_adjusted = p
+    for c in claims:  # Holm's first step, the strictest: Bonferroni over the family, and
+        # within the claim over its tests
+        c.plan_alpha = ALPHA / max(1, len(fam)) / max(1, len(c.tests()))
+    for (c, _), p in zip(fam, holm([p for _, p in fam]), strict=True):
+        c.adjusted = p
+        ps = c.tests()
+        c.decided_by = min(ps, key=ps.get)
     by = {c.name: c for c in claims}
     premise, main = by.get("shaped_premise"), by.get("shaped")
     if premise is not None and main is not None and premise.parts:

@@ -509,38 +509,42 @@ def seed_claims_table(ctx: Context) -> list[str]:
     found = claims.evaluate(ctx.inp)
     seeds = [int(t[1:]) for t in ctx.inp.replicates if t[1:].isdigit()]
     rows = [[c.claim + (f" ({c.note})" if c.note else ""), c.seed, c.run, c.per_replicate,
-             c.check_cell(), c.test, c.rule, fmt_p(c.pvalue), fmt_p(c.adjusted),
+             c.check_cell(), c.test, c.rule, fmt_p(c.claim_p()), fmt_p(c.adjusted),
              f"**{c.verdict()}**", c.needed(seeds)] for c in found]
     n, fam = len(ctx.inp.replicates), len(claims.family(found))
     return ["## Seed claims vs this run", "",
             (f"{n} replicate(s) ({', '.join(ctx.inp.replicates) or 'none'}): every compared "
              "policy trained and evaluated once per training seed; the unit of every verdict "
              "is the replicate. Rules: *effect* = reproduced / contradicted only when the "
-             "t-test across replicates of the per-replicate paired effect is significant "
-             f"(alpha {claims.ALPHA}) after Holm's correction over the family ({fam} tests: "
-             "each tested claim's p and, for a no-change, above or several-contrast claim, "
-             "its p against), in / against the seed's direction, else inconclusive; a claim "
-             "of several contrasts holds only when each does; *no change* = reproduced only "
-             f"when the interval also excludes a rise above {claims.MARGIN} (one-sided "
-             "equivalence), never from a non-significant test; *above* = a one-sided test "
-             "that the share exceeds the seed's threshold (the seed's own rate is context). "
-             "Every test's SD is the larger of the spread between replicates and the "
-             "replicates' own sampling error, so three replicates that agree by chance "
-             "cannot make a few discordant problems look certain. Why a t-test across "
-             "replicates: it holds its size when training draws differ, which a test over "
+             "test across replicates of the per-replicate paired effect is significant "
+             f"(alpha {claims.ALPHA}) after Holm's correction over the family ({fam} claims, "
+             "each counted once: its p is the smaller of its test for and, for a no-change, "
+             "above or several-contrast claim, its test against, times their number), in / "
+             "against the seed's direction, else inconclusive; a claim of several contrasts "
+             "holds only when each does; *no change* = reproduced only when the interval also "
+             f"excludes a rise above {claims.MARGIN} (one-sided equivalence), never from a "
+             "non-significant test; *above* = a one-sided test that the share exceeds the "
+             "seed's threshold (the seed's own rate is context). A pass@k difference of two "
+             "policies on the test split is tested with a crossed problems x replicates "
+             "model, because every replicate shares the test problems (docs/statistics.md); "
+             "the other tests floor their SD at the replicates' own sampling error, so three "
+             "replicates that agree by chance cannot make a few discordant problems look "
+             "certain. Why tests across "
+             "replicates: they hold their size when training draws differ, which a test over "
              "the problems of one draw does not (the per-replicate column: + / − = that draw "
              "alone is significant for / against the seed, ns = not; read it as what a "
              "one-draw report would have said). **Not tested**: a claim whose arm did not "
              "move in some replicate (the arm check column: one stated check per arm, on "
              "training or validation data, never the test split), or whose check was not "
              "measured, gets no verdict and is left out of the family. **Replicates to "
-             f"decide**: for an inconclusive claim, the replicates at which the t-test has "
-             f"{claims.POWER:.0%} power at the observed effect and at the seed's, with the "
-             f"SD it used, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's strictest step); "
+             f"decide**: for an inconclusive claim, the replicates at which its test has "
+             f"{claims.POWER:.0%} power at the observed effect and at the seed's, from the "
+             f"variance it estimated, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's "
+             "strictest step) / its number of tests; "
              "adding seeds to `replicates.seeds` trains only the new replicates. The seeds "
              "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
             *md_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
-                       "arm check", "test", "rule", "p", "p (Holm)", "verdict",
+                       "arm check", "test", "rule", "p (claim)", "p (Holm)", "verdict",
                        "replicates to decide"], rows), ""]
 
 
