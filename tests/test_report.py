@@ -319,7 +319,11 @@ def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete
     alpha = 0.05 / len(claims.family(found.values())) / len(sd_claim.tests())
     comps, n_problems = plan.crossed.components(), plan.crossed.n_problems
     n_obs = crossed_replicates_needed(abs(plan.observed), comps, n_problems, alpha)
-    n_seed = crossed_replicates_needed(0.168 - 0.086, comps, n_problems, alpha)
+    # the seed's effect scaled to this model: its relative change (+95%) at SFT's pass@1
+    assert sd_claim.seed_scaled == pytest.approx((0.168 - 0.086) / 0.086 * float(np.mean(
+        [r["pass_b"] for r in metrics("compare.json")["pairs"]["distill_R_vs_sft"]["test"]["k1"]
+         ["per_replicate"].values()])))
+    n_seed = crossed_replicates_needed(sd_claim.seed_scaled, comps, n_problems, alpha)
     row = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S0: self-dist"))
     assert row[10].startswith(f"{n_obs} replicates at the observed effect, {n_seed} "
                               "replicates at the seed's")
@@ -538,3 +542,55 @@ def test_a_claim_the_shared_problems_keep_out_of_reach_asks_for_problems_not_rep
     assert needed(0.01).startswith("no replicate count (the shared test problems'")
     assert needed(0.045).startswith("7 replicates at the observed effect") and \
         "replicates.seeds=[0,1,2,3,4,5,6]" in needed(0.045)
+
+
+def test_an_effect_claim_can_be_decided_equivalent():
+    """Two one-sided tests with the claim's own SE put the effect within +-delta (half the
+    seed's scaled effect): the claim is decided equivalent; a wide interval is not; and the
+    TOST p is the larger one-sided p, checked in closed form."""
+    from scipy.stats import t as t_dist
+
+    from countdown_rlvr.analysis.claims import EFFECT, Claim, _scaled, _tost
+    from countdown_rlvr.stats.crossed import from_mean_squares
+
+    c = Claim("x", "y", EFFECT)
+    assert _scaled(c, 0.086, 0.168, 0.05, "pass@1") == pytest.approx(0.05 * 0.082 / 0.086)
+    assert c.delta == pytest.approx(c.seed_scaled / 2) and "+95%" in c.scaling
+    tight = from_mean_squares(0.001, 0.002, 0.001, 0.001, 400, 6)  # se ~ 0.0009
+    p = _tost(tight, 0.02)
+    se, df = tight.se, tight.df
+    assert p == pytest.approx(max(t_dist.sf((0.001 + 0.02) / se, df),
+                                  t_dist.cdf((0.001 - 0.02) / se, df)))
+    wide = from_mean_squares(0.001, 2.0, 1.0, 1.0, 400, 3)
+    assert _tost(wide, 0.02) > 0.05 and _tost(tight, None) is None
+
+    def decided(test):
+        c = Claim("x", "y", EFFECT, pvalue=test.pvalue, right_way=True, delta=0.02,
+                  equiv=_tost(test, 0.02))
+        ps = c.tests()
+        c.adjusted, c.decided_by = c.claim_p(), min(ps, key=ps.get)
+        return c.outcome()
+
+    assert decided(tight) == "equivalent (|effect| < 0.02)"
+    assert decided(wide) == "inconclusive"
+
+
+def test_the_report_opens_with_the_forest_plot_of_the_claims(complete):
+    """Item 7: the answers first. The forest plot comes before the claims table and has one
+    row per claim, each with its claim's decision, effect, interval and replicate points."""
+    from countdown_rlvr.analysis import claims
+    from countdown_rlvr.analysis.figures import claim_rows, decision
+
+    root, md = complete
+    assert md.index("## The answers at a glance") < md.index("## Seed claims vs this run")
+    assert "](figures/claims.png)" in md.split("## Seed claims vs this run")[0]
+    found = claims.evaluate(load_inputs(root / "reports/details", root / "dvclive", CONFIGURED))
+    rows = claim_rows(found)
+    assert [r.decision for r in rows] == [decision(c.outcome()) for c in found]
+    for r, c in zip(rows, found, strict=True):
+        assert r.effect == c.effect and r.ci == c.ci
+        assert len(r.per_replicate) == 3 or c.why_not  # the fixture: r0, r1, r2
+    assert decision("not testable: no compare.json") == "not tested"
+    assert decision("equivalent (|effect| < 0.02)") == "equivalent"
+    assert decision("inconclusive: one replicate (the pooled test needs two or more)") == \
+        "inconclusive"

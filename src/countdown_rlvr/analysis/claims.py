@@ -11,7 +11,10 @@ whose rule is stated:
                effect, its SD floored at the replicates' own sampling error
                (`stats.floored_t_test`). Reproduced / contradicted only when significant
                after Holm's correction across the family, in / against the seed's direction;
-               else inconclusive. A claim made of several contrasts (S0's feedback) is
+               equivalent when two one-sided tests put the effect within ±delta, delta half
+               the seed's effect scaled to this model (its relative change applied to this
+               run's level: the seeds' 0.5B-model differences exceed this model's whole
+               pass@k); else inconclusive. A claim made of several contrasts (S0's feedback) is
                reproduced only when every contrast is (its p: the largest of theirs) and
                contradicted when one is significant against the seed (its p: Bonferroni over
                the contrasts), each contrast saying what it isolates.
@@ -24,9 +27,10 @@ whose rule is stated:
                the share exceeds it; contradicted by the one-sided test the other way (its
                p against). The seed's own rate, measured on its own model, is context.
 
-Holm's family counts each claim once: its p is the smaller of its test for and its test
-against times their number (Bonferroni within the claim), and a significant claim is decided
-by that smaller test.
+Holm's family counts each claim once: its p is the smallest of its tests' (for, against,
+equivalent) times their number (Bonferroni within the claim), and a significant claim is
+decided by that smallest test. The seed's scaled effect is also the one replicates are
+planned at.
 
 Not tested: a claim whose arm failed its check (`checks`: one stated check per arm, measured in
 every replicate on training or validation data, never the test split) or whose check was not
@@ -45,11 +49,13 @@ alpha 0.05, from the model the test used) at the observed effect and at the seed
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import binomtest
+from scipy.stats import t as t_dist
 
 from ..stats import (
     MAX_REPLICATES,
@@ -138,11 +144,18 @@ class Claim:
     plans: list[Plan] = field(default_factory=list)  # replicates to decide, per test
     seed_unusable: str = ""  # why the seed's effect is not a number to plan with
     context: str = ""  # appended to the verdict (e.g. the premise's outcome)
+    ci: tuple[float, float] | None = None  # the pooled test's interval of `effect`
+    replicate_effects: tuple[float, ...] = ()  # each replicate's `effect`
+    seed_scaled: float | None = None  # the seed's effect at this model's level (`effect`'s scale)
+    scaling: str = ""  # how it was scaled, in words
+    delta: float | None = None  # equivalence margin: |effect| < delta is "no effect"
+    equiv: float | None = None  # TOST p that |effect| < delta (an EFFECT claim's third way)
     arm_checks: list[checks.ArmCheck] = field(default_factory=list, init=False)
     check_status: str = field(default=checks.PASS, init=False)
     check_why: str | None = field(default=None, init=False)
     adjusted: float | None = field(default=None, init=False)  # claim_p, Holm-adjusted
-    decided_by: str = field(default="for", init=False)  # the test behind claim_p: for | against
+    decided_by: str = field(default="for", init=False)  # the test behind claim_p: for |
+    # against | equivalent
     plan_alpha: float = field(default=ALPHA, init=False)  # the level replicates are planned at
     name: str = field(default="", init=False)  # its function's: reports/metrics/claims/<name>.json
 
@@ -152,10 +165,11 @@ class Claim:
         return not self.why_not and self.check_status == checks.PASS
 
     def tests(self) -> dict[str, float]:
-        """Its decision tests' ps: `for` and, where it has one, `against`."""
+        """Its decision tests' ps: `for` and, where it has them, `against` and `equivalent`."""
         out = {} if self.pvalue is None else {"for": self.pvalue}
-        if self.pvalue is not None and self.against is not None:
-            out["against"] = self.against
+        for key, p in (("against", self.against), ("equivalent", self.equiv)):
+            if self.pvalue is not None and p is not None:
+                out[key] = p
         return out
 
     def claim_p(self) -> float | None:
@@ -174,6 +188,8 @@ class Claim:
         if p is None:
             return "inconclusive: one replicate (the pooled test needs two or more)"
         if p < ALPHA:
+            if self.decided_by == "equivalent":
+                return f"equivalent (|effect| < {self.delta:.3g})"
             return "reproduced" if self.right_way and self.decided_by == "for" \
                 else "contradicted"
         return "inconclusive"
@@ -297,6 +313,42 @@ def _floor_words(res: FlooredTest | CrossedTest) -> str:
             f"{res.sd_within:.3g})" + (" (the floor binds)" if res.floored else ""))
 
 
+def _se_df(res: FlooredTest | CrossedTest) -> tuple[float | None, float | None]:
+    if isinstance(res, CrossedTest):
+        return res.se, res.df
+    return (None, None) if not res.sd else (res.sd / math.sqrt(res.n), res.n - 1)
+
+
+def _tost(res: FlooredTest | CrossedTest, delta: float | None) -> float | None:
+    """Two one-sided tests that the true effect lies within (-delta, +delta), with the
+    claim's own test's standard error and degrees of freedom: the larger of the two ps."""
+    se, df = _se_df(res)
+    if delta is None or not se or df is None:
+        return None
+    low = t_dist.sf((res.mean + delta) / se, df)  # H0: effect <= -delta
+    high = t_dist.cdf((res.mean - delta) / se, df)  # H0: effect >= +delta
+    return float(max(low, high))
+
+
+def _scaled(c: Claim, seed_from: float, seed_to: float, level: float, what: str) -> float:
+    """The seed's change from `seed_from` to `seed_to` as a relative change, applied to this
+    run's `level` of the same quantity; its half is the claim's equivalence margin."""
+    rel = (seed_to - seed_from) / seed_from
+    c.seed_scaled = rel * level
+    c.delta = abs(c.seed_scaled) / 2 or None  # a level of 0 scales the seed's effect away
+    c.scaling = (f"the seed's {what} {seed_from:.3f} → {seed_to:.3f} ({rel:+.0%}) at this "
+                 f"run's {level:.3f}: {c.seed_scaled:+.3f}; δ = half of it, "
+                 f"{c.delta or 0:.3f}")
+    return c.seed_scaled
+
+
+def _fill(c: Claim, res: FlooredTest | CrossedTest, effects) -> None:
+    """The numbers the forest plot draws: the interval and each replicate's effect."""
+    if res.ci_low is not None and res.ci_high is not None:
+        c.ci = (float(res.ci_low), float(res.ci_high))
+    c.replicate_effects = tuple(float(e) for e in effects)
+
+
 def _one_draw(effect: float, p: float | None, positive: bool = True) -> str:
     """A replicate's own verdict from its within-draw test: + (significant, the seed's way),
     − (significant, the other way), ns."""
@@ -367,9 +419,11 @@ def _per_replicate(rows: dict, positive: bool = True, nd: int = 3) -> str:
                      for t, r in rows.items())
 
 
-def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, seed: float | None = None,
-                 positive: bool = True) -> Claim:
-    """c filled with the pooled test of a - b at k (effect rule)."""
+def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim,
+                 seed: tuple[float, float] | None = None, positive: bool = True) -> Claim:
+    """c filled with the pooled test of a - b at k (effect rule). seed: the seed's pass@k of
+    b and of a, scaled to this run's b (`_scaled`); then the claim can also be decided
+    equivalent (TOST within half the scaled effect)."""
     rows, why = _pair_rows(inp, a, b, k)
     if rows is None:
         c.why_not = why
@@ -380,7 +434,12 @@ def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, seed: float | No
     c.per_replicate = _per_replicate(rows, positive)
     c.test = _test_words(res, k)
     c.pvalue, c.right_way, c.effect = res.pvalue, (res.mean > 0) == positive, res.mean
-    c.plans = [Plan(f"{a} − {b}", res.mean, seed, res.sd,
+    _fill(c, res, [r["pass_diff"] for r in rows.values()])
+    scaled = None
+    if seed is not None:
+        scaled = _scaled(c, *seed, float(means[0]), f"pass@{k}")
+        c.equiv = _tost(res, c.delta)
+    c.plans = [Plan(f"{a} − {b}", res.mean, scaled, res.sd,
                     crossed=res if isinstance(res, CrossedTest) else None)]
     return c
 
@@ -439,6 +498,11 @@ def zero_informative(inp: Inputs) -> Claim:
               f"{SHARE:.0%}" + _floor_words(res) + "; against: the one-sided test below it")
     c.pvalue, c.against, c.right_way = res.pvalue, low.pvalue, True
     c.effect = res.mean - SHARE
+    if res.ci_low is not None:
+        c.ci = (res.ci_low - SHARE, res.ci_high - SHARE)
+    c.replicate_effects = tuple(r - SHARE for r in rates)
+    c.seed_scaled = 0.592 - SHARE  # a share: no scaling (the seed's own model's rate)
+    c.scaling = f"the seed's share 59.2% minus the threshold {SHARE:.0%}, not scaled"
     # decided by the test above or the one below, whichever side the share is on
     c.plans = [Plan(f"share − {SHARE:.0%}", abs(res.mean - SHARE), 0.592 - SHARE, res.sd, True)]
     return c
@@ -490,6 +554,7 @@ def feedback(inp: Inputs) -> Claim:
                   "repair format", t_f0)]
     c = _conjunction(c, parts)
     c.effect = t_rf.mean  # the seed's headline: R repairs best
+    _fill(c, t_rf, r_f)
     c.run = (f"R {rate('R'):.1%}, best F ({best}) {rate(best):.1%}, worst F ({worst}) "
              f"{rate(worst):.1%}, F0 {rate('F0'):.1%}; R − {best} {_ci(t_rf)}")
     c.per_replicate = ", ".join(
@@ -508,7 +573,7 @@ def feedback(inp: Inputs) -> Claim:
 def self_distill(inp: Inputs) -> Claim:
     c = Claim("S0: self-distillation on successful resamples (SD-R) raises pass@1 over SFT",
               "pass@1 0.086 → 0.168", EFFECT, arms=("distill_R",))
-    return _pair_effect(inp, "distill_R", "sft", 1, c, seed=0.168 - 0.086)
+    return _pair_effect(inp, "distill_R", "sft", 1, c, seed=(0.086, 0.168))
 
 
 def shaped_premise(inp: Inputs) -> Claim:
@@ -527,6 +592,8 @@ def shaped_premise(inp: Inputs) -> Claim:
     c.test = (f"one-sided {_kind(two)} that pass@1 rises by less than {MARGIN}"
               + _floor_words(two) + f"; against: the two-sided {_kind(two)} of the rise")
     c.pvalue, c.right_way, c.effect = below.pvalue, True, two.mean
+    _fill(c, two, [r["pass_diff"] for r in rows.values()])
+    c.seed_scaled, c.delta = 0.0, MARGIN  # the seed: no learning; no change = below MARGIN
     if two.pvalue is not None:
         c.against = two.pvalue if two.mean > 0 else 1.0
     c.parts = [Part("binary RLOO − SFT pass@1", "does binary RLOO learn?", two,
@@ -579,7 +646,11 @@ def ipo_sources(inp: Inputs) -> Claim:
     c.test = (f"t-test across {res.n} replicates of the per-replicate average pass@k "
               "difference" + _floor_words(res))
     c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
-    c.plans = [Plan("easyneg − scripted", res.mean, 0.62 - 0.46, res.sd)]
+    _fill(c, res, effects)
+    level = float(np.mean([per_k[k][t]["pass_b"] for k in ks for t in tags]))
+    scaled = _scaled(c, 0.46, 0.62, level, "average pass@k of scripted → easyneg")
+    c.equiv = _tost(res, c.delta)
+    c.plans = [Plan("easyneg − scripted", res.mean, scaled, res.sd)]
     pairs = {s: m.get("pairs") for s, m in ((s, inp.data.get(f"ipo/{s}.json") or {})
                                             for s in ("scripted", "easyneg", "hardneg", "base"))}
     c.note = "pairs per source: " + ", ".join(f"{s} {n}" for s, n in pairs.items() if n)
@@ -621,9 +692,17 @@ def rloo_sharpens(inp: Inputs) -> Claim:
         c.against = min(1.0, 2 * min(up.pvalue if up.mean < 0 else 1.0,
                                      top.pvalue if top.pvalue is not None and top.mean > 0
                                      else 1.0))
-    c.plans = [Plan("pass@1 rise", up.mean, 0.598 - 0.354, up.sd,
+    _fill(c, top, [r["pass_diff"] for t, r in rk.items()])
+    sft1, sftk = (float(np.mean([r["pass_b"] for r in rows.values()])) for rows in (r1, rk))
+    seed1 = _scaled(c, 0.354, 0.598, sft1, "pass@1")
+    seedk = _scaled(c, 0.800, 0.740, sftk, "pass@16")  # the row's effect: pass@k
+    c.scaling = (f"the seed's pass@1 0.354 → 0.598 (+69%) at this run's {sft1:.3f}: "
+                 f"{seed1:+.3f}; its pass@16 0.800 → 0.740 (-8%) at this run's {sftk:.3f}: "
+                 f"{seedk:+.3f}")
+    c.delta = MARGIN  # the no-change rule's margin
+    c.plans = [Plan("pass@1 rise", up.mean, seed1, up.sd,
                     crossed=up if isinstance(up, CrossedTest) else None),
-               _no_rise_plan(f"pass@{k} rise", top.mean, 0.740 - 0.800, top)]
+               _no_rise_plan(f"pass@{k} rise", top.mean, seedk, top)]
     return c
 
 
@@ -632,7 +711,7 @@ def opd_anti_collapse(inp: Inputs) -> Claim:
                                      default={})), default=16)
     c = Claim(f"S4: anti-collapse OPD keeps pass@{k} above plain OPD", "pass@16 0.840 vs 0.780",
               EFFECT, arms=("opd", "opd_ac"))
-    c = _pair_effect(inp, "opd_ac", "opd", k, c, seed=0.840 - 0.780)
+    c = _pair_effect(inp, "opd_ac", "opd", k, c, seed=(0.780, 0.840))
     opd, rloo = inp.data.get("opd.json") or {}, inp.data.get("rloo.json") or {}
     if opd.get("groups") and rloo.get("groups"):
         c.note = (f"both arms from SFT, same budget: {opd['groups']} prompt groups each vs "
@@ -669,8 +748,21 @@ def interventions(inp: Inputs) -> Claim:
     c.test = (f"t-test across {res.n} replicates of the held-out pass@{k} difference"
               + _floor_words(res) + "; per replicate: McNemar")
     c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
+    _fill(c, res, list(effects.values()))
     c.plans = [Plan("int − plain RL", res.mean, None, res.sd)]
     return c
+
+
+# each claim in a few words, for the forest plot (the table has the full sentence)
+SHORT = {"zero_informative": "S0: zero-signal share > 50% (share − 50%)",
+         "feedback": "S0: resample R repairs more than feedback F",
+         "self_distill": "S0: SD-R > SFT, pass@1",
+         "shaped_premise": "S1 premise: binary RLOO not above SFT, pass@1",
+         "shaped": "S1: shaped > binary RLOO, pass@1",
+         "ipo_sources": "S1: IPO easyneg > scripted, mean pass@k",
+         "rloo_sharpens": "S4: RLOO does not raise pass@k",
+         "opd_anti_collapse": "S4: anti-collapse OPD > OPD, pass@k",
+         "interventions": "S3: InT + RL > RL, held-out pass@K"}
 
 
 CLAIMS: tuple[Callable[[Inputs], Claim], ...] = (

@@ -164,7 +164,32 @@ def fig_rl_curves(inp: Inputs) -> Figure:
 
 
 # name -> (draw function, caption, which inputs it needs: a metrics file or a predicate)
+def decision(outcome: str) -> str:
+    """A claim's verdict (`Claim.outcome()`) as one of DECISIONS."""
+    if outcome.startswith("not test"):  # not tested / not testable
+        return "not tested"
+    return next(d for d in DECISIONS if outcome.startswith(d))
+
+
+def claim_rows(claims) -> list[ForestRow]:
+    """The forest rows of evaluated claims (`claims.evaluate`): each on its effect's scale,
+    a difference from the claim's null."""
+    from .claims import SHORT
+
+    return [ForestRow(SHORT.get(c.name, c.name), None if c.why_not else c.effect,
+                      None if c.why_not else c.ci, () if c.why_not else c.replicate_effects,
+                      c.seed_scaled, c.delta, decision(c.outcome())) for c in claims]
+
+
+def fig_claims(inp: Inputs) -> Figure:
+    from .claims import evaluate
+
+    return fig_claims_forest(claim_rows(evaluate(inp)))
+
+
 FIGURES = {
+    "claims": (fig_claims, ("The seed claims: each effect over replicates, the seed's "
+                            "effect scaled to this model, ±δ and the decision"), "claims"),
     "pass_at_k": (fig_pass_at_k, "pass@k per policy (test split)", "eval"),
     "splits": (fig_splits, "3-number / 4-number / OOD split per policy", "eval"),
     "best_of_n": (fig_best_of_n, "Best-of-N accuracy vs budget and vs average samples", "eval"),
@@ -176,6 +201,8 @@ FIGURES = {
 
 
 def _has(inp: Inputs, need: str) -> bool:
+    if need == "claims":  # every claim has a row, "not tested" when its inputs are absent
+        return True
     if need == "eval":
         return bool(inp.evals())
     if need == "curves":

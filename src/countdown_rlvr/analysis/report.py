@@ -176,6 +176,16 @@ def header_section(ctx: Context) -> list[str]:
     return lines
 
 
+def answers_section(ctx: Context) -> list[str]:
+    """The forest plot of the seed claims, first: what was decided, before any table."""
+    return ["## The answers at a glance", "",
+            ("Each seed claim's effect on this run's scale (a difference from the claim's "
+             "null), its interval over replicates (dot and line) and each replicate's effect "
+             "(small points), the seed's effect scaled to this model (diamond), the "
+             "equivalence margin ±δ (grey band) and the decision as the colour; the table "
+             "below states each test."), "", *ctx.figure("claims")]
+
+
 def _pooled(ctx: Context, policy: str, k: int, split: str = "test") -> dict | None:
     return _get(ctx.inp.compare, "policies", policy, split, f"pass@{k}")
 
@@ -508,7 +518,8 @@ def seed_claims_table(ctx: Context) -> list[str]:
 
     found = claims.evaluate(ctx.inp)
     seeds = [int(t[1:]) for t in ctx.inp.replicates if t[1:].isdigit()]
-    rows = [[c.claim + (f" ({c.note})" if c.note else ""), c.seed, c.run, c.per_replicate,
+    rows = [[c.claim + (f" ({c.note})" if c.note else ""),
+             c.seed + (f"; scaled: {c.scaling}" if c.scaling else ""), c.run, c.per_replicate,
              c.check_cell(), c.test, c.rule, fmt_p(c.claim_p()), fmt_p(c.adjusted),
              f"**{c.verdict()}**", c.needed(seeds)] for c in found]
     n, fam = len(ctx.inp.replicates), len(claims.family(found))
@@ -518,9 +529,12 @@ def seed_claims_table(ctx: Context) -> list[str]:
              "is the replicate. Rules: *effect* = reproduced / contradicted only when the "
              "test across replicates of the per-replicate paired effect is significant "
              f"(alpha {claims.ALPHA}) after Holm's correction over the family ({fam} claims, "
-             "each counted once: its p is the smaller of its test for and, for a no-change, "
-             "above or several-contrast claim, its test against, times their number), in / "
-             "against the seed's direction, else inconclusive; a claim of several contrasts "
+             "each counted once: its p is the smallest of its tests' (for; against, for a "
+             "no-change, above or several-contrast claim; equivalent) times their number), in / "
+             "against the seed's direction; *equivalent* when two one-sided tests put it "
+             "within ±δ, δ half the seed's effect scaled to this model (its relative change "
+             "at this run's level: the scaling column); else inconclusive; a claim of "
+             "several contrasts "
              "holds only when each does; *no change* = reproduced only when the interval also "
              f"excludes a rise above {claims.MARGIN} (one-sided equivalence), never from a "
              "non-significant test; *above* = a one-sided test that the share exceeds the "
@@ -538,7 +552,7 @@ def seed_claims_table(ctx: Context) -> list[str]:
              "training or validation data, never the test split), or whose check was not "
              "measured, gets no verdict and is left out of the family. **Replicates to "
              f"decide**: for an inconclusive claim, the replicates at which its test has "
-             f"{claims.POWER:.0%} power at the observed effect and at the seed's, from the "
+             f"{claims.POWER:.0%} power at the observed effect and at the seed's scaled one, from the "
              f"variance it estimated, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's "
              "strictest step) / its number of tests; "
              "adding seeds to `replicates.seeds` trains only the new replicates. The seeds "
@@ -632,7 +646,8 @@ def caveats_section(ctx: Context) -> list[str]:
 
 
 # report.md's sections, in order
-SECTIONS = (header_section, seed_claims_table, caveats_section, policies_table, best_of_n_tables, ipo_table, training_tables,
+SECTIONS = (header_section, answers_section, seed_claims_table, caveats_section, policies_table,
+            best_of_n_tables, ipo_table, training_tables,
             diagnose_table, repair_table, distill_table, failures_section, interventions_table,
             significance_section)
 
