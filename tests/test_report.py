@@ -594,3 +594,27 @@ def test_the_report_opens_with_the_forest_plot_of_the_claims(complete):
     assert decision("equivalent (|effect| < 0.02)") == "equivalent"
     assert decision("inconclusive: one replicate (the pooled test needs two or more)") == \
         "inconclusive"
+
+
+def test_anti_collapse_is_not_tested_when_plain_opd_did_not_collapse(tmp_path):
+    """S4's anti-collapse arm prevents plain OPD's diversity collapse: with plain OPD's
+    rollout entropy flat in one replicate (training rollouts, not the test split), there is
+    nothing to prevent, so the claim is not tested, says why, and leaves Holm's family."""
+    from countdown_rlvr.analysis import claims
+
+    root = copy_fixture(tmp_path)
+    inp = render(root, require_all=True)
+    before = {c.name: c for c in claims.evaluate(inp)}["opd_anti_collapse"]
+    assert before.tested  # the fixture's plain OPD collapses (entropy 0.88 -> 0.61)
+    path = root / "reports/details/opd/r1.json"
+    m = json.loads(path.read_text())
+    path.write_text(json.dumps({**m, "entropy_final": m["entropy_first"] * 0.9}))
+    inp = render(root, require_all=True)
+    found = {c.name: c for c in claims.evaluate(inp)}
+    c = found["opd_anti_collapse"]
+    assert c.outcome().startswith("not tested: no collapse to prevent: plain OPD's rollout "
+                                  "entropy fell by less than 25% in r1 (")
+    assert c.name not in {x.name for x, _ in claims.family(found.values())}
+    row = next(r for r in table_rows((root / "reports/report.md").read_text(), "Seed claims")
+               if r[0].startswith("S4: anti-collapse"))
+    assert row[9].startswith("**not tested: no collapse to prevent")

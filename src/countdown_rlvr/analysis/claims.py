@@ -150,6 +150,8 @@ class Claim:
     scaling: str = ""  # how it was scaled, in words
     delta: float | None = None  # equivalence margin: |effect| < delta is "no effect"
     equiv: float | None = None  # TOST p that |effect| < delta (an EFFECT claim's third way)
+    premise: str = ""  # why the claim's premise failed (e.g. no collapse for anti-collapse
+    # to prevent): then not tested, whatever the p
     arm_checks: list[checks.ArmCheck] = field(default_factory=list, init=False)
     check_status: str = field(default=checks.PASS, init=False)
     check_why: str | None = field(default=None, init=False)
@@ -161,8 +163,9 @@ class Claim:
 
     @property
     def tested(self) -> bool:
-        """Gets a verdict: testable and its arms moved (so it is in Holm's family)."""
-        return not self.why_not and self.check_status == checks.PASS
+        """Gets a verdict: testable, its arms moved and its premise held (so it is in
+        Holm's family)."""
+        return not self.why_not and self.check_status == checks.PASS and not self.premise
 
     def tests(self) -> dict[str, float]:
         """Its decision tests' ps: `for` and, where it has them, `against` and `equivalent`."""
@@ -184,6 +187,8 @@ class Claim:
             return f"not testable: {self.why_not}"
         if self.check_status != checks.PASS:
             return f"not tested: {self.check_why}"
+        if self.premise:
+            return f"not tested: {self.premise}"
         p = self.adjusted
         if p is None:
             return "inconclusive: one replicate (the pooled test needs two or more)"
@@ -706,12 +711,34 @@ def rloo_sharpens(inp: Inputs) -> Claim:
     return c
 
 
+COLLAPSE_DROP = 0.25  # plain OPD "collapsed": its rollout entropy fell by this share
+
+
+def _no_collapse(runs: dict, tags: list[str]) -> str:
+    """Why the anti-collapse claim has nothing to test, or "": S4's anti-collapse variant
+    prevents plain OPD's diversity collapse, so the claim needs plain OPD to collapse first,
+    measured on its training rollouts (not the test split) in every replicate: their
+    per-token entropy falls by at least COLLAPSE_DROP from the first log window to the last."""
+    tags = tags or sorted(runs)
+    seen = {t: tuple(get(runs, t, key) for key in ("entropy_first", "entropy_final"))
+            for t in tags}
+    if not seen or any(None in v for v in seen.values()):
+        return "plain OPD's rollout entropy not measured, so no collapse is shown to prevent"
+    kept = {t: v for t, v in seen.items() if v[1] > (1 - COLLAPSE_DROP) * v[0]}
+    if not kept:
+        return ""
+    return (f"no collapse to prevent: plain OPD's rollout entropy fell by less than "
+            f"{COLLAPSE_DROP:.0%} in " + ", ".join(f"{t} ({a:.3f} → {b:.3f})"
+                                                 for t, (a, b) in kept.items()))
+
+
 def opd_anti_collapse(inp: Inputs) -> Claim:
     k = max((int(k[1:]) for k in get(inp.compare, "pairs", "opd_ac_vs_opd", "test",
                                      default={})), default=16)
     c = Claim(f"S4: anti-collapse OPD keeps pass@{k} above plain OPD", "pass@16 0.840 vs 0.780",
               EFFECT, arms=("opd", "opd_ac"))
     c = _pair_effect(inp, "opd_ac", "opd", k, c, seed=(0.780, 0.840))
+    c.premise = _no_collapse(inp.runs.get("opd.json", {}), list(inp.replicates))
     opd, rloo = inp.data.get("opd.json") or {}, inp.data.get("rloo.json") or {}
     if opd.get("groups") and rloo.get("groups"):
         c.note = (f"both arms from SFT, same budget: {opd['groups']} prompt groups each vs "
