@@ -42,6 +42,7 @@ def main() -> None:
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
                             require_all=cfg.require_all, reference=cfg.reference,
                             best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi,
+                            replicate_minutes=cfg.replicate_minutes,
                             replicates=seeds)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))

@@ -618,3 +618,23 @@ def test_anti_collapse_is_not_tested_when_plain_opd_did_not_collapse(tmp_path):
     row = next(r for r in table_rows((root / "reports/report.md").read_text(), "Seed claims")
                if r[0].startswith("S4: anti-collapse"))
     assert row[9].startswith("**not tested: no collapse to prevent")
+
+
+def test_the_claims_table_gives_the_power_at_the_seeds_effect_and_the_cost_to_decide():
+    """The planned power of a run like this one at the seed's scaled effect (from the same
+    model as the test), and the CPU minutes the replicates that would decide a claim cost."""
+    from countdown_rlvr.analysis.claims import EFFECT, Claim, Plan
+    from countdown_rlvr.stats import t_power
+    from countdown_rlvr.stats.crossed import crossed_power, from_mean_squares
+
+    res = from_mean_squares(0.01, 0.04 + 3 * 0.01, 0.04 + 400 * 4e-4, 0.04, 400, 3)
+    c = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.03, 0.03, res.sd, crossed=res, n=3)])
+    c.adjusted = 0.5
+    assert c.seed_power() == pytest.approx(crossed_power(0.03, res.components(), 400, 3))
+    floored = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, 0.03, 0.02, n=3)])
+    assert floored.seed_power() == pytest.approx(t_power(0.03, 0.02, 3))
+    assert Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, None, 0.02, n=3)]
+                 ).seed_power() is None
+    text = c.needed([0, 1, 2], minutes=28)
+    n = int(text.split(" ")[0])
+    assert n > 3 and f"{n - 3} more replicates ≈ {(n - 3) * 28} CPU-min" in text

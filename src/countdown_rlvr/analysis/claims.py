@@ -66,6 +66,7 @@ from ..stats import (
     interval_var,
     rate_vs_reference,
     replicates_needed,
+    t_power,
 )
 from ..stats.crossed import (
     CrossedTest,
@@ -120,6 +121,7 @@ class Plan:
     seed_one_sided: bool | None = None  # the seed's effect decided by another test (None: same)
     crossed: CrossedTest | None = None  # the crossed test it was tested with: plan with its
     # variance components (the shared problems' part does not shrink with replicates)
+    n: int = 0  # replicates it was tested with
 
 
 @dataclass
@@ -209,12 +211,12 @@ class Claim:
             return f"none: {self.no_check}" if self.no_check else "none"
         return "; ".join(c.cell() for c in self.arm_checks)
 
-    def needed(self, seeds: Sequence[int]) -> str:
+    def needed(self, seeds: Sequence[int], minutes: float | None = None) -> str:
         """For an inconclusive claim: the replicates a test across replicates would need to
         decide it (every one of its tests, so the largest) with POWER at `plan_alpha` (the
         family's Bonferroni level, which decides under Holm whatever the other claims do),
-        at the observed effect and at the seed's, with the SD the test used (the observed
-        spread, floored), and the command that adds them."""
+        at the observed effect and at the seed's, with the variance the test estimated, the
+        command that adds them and, given `minutes` per replicate, their CPU time."""
         if not self.outcome().startswith("inconclusive") or not self.plans:
             return "–"
         if any(p.sd is None for p in self.plans):
@@ -231,9 +233,33 @@ class Claim:
             text += f", {_n_text(at_seed)} at the seed's"
         for n, at in ((obs, "observed"), (at_seed, "seed's")):
             if isinstance(n, int) and n > len(seeds):  # the observed effect's count first
-                return text + (f"; to reach {n} (the {at} effect's): `"
+                cost = ("" if minutes is None else f", {n - len(seeds)} more replicates ≈ "
+                        f"{(n - len(seeds)) * minutes:.0f} CPU-min on the fast 2-core kind")
+                return text + (f"; to reach {n} (the {at} effect's{cost}): `"
                                f"{ADD_REPLICATES.format(','.join(map(str, _more_seeds(seeds, n))))}`")
         return text
+
+    def seed_power(self) -> float | None:
+        """The power its tests have, with this run's replicates and the variance they
+        estimated, at the seed's effect scaled to this model (the smallest over its tests,
+        at `plan_alpha`): the planned power of a run like this one. None: no seed effect on
+        this scale, or one replicate."""
+        if not self.plans or self.seed_unusable or any(
+                p.seed is None or not p.sd for p in self.plans):
+            return None
+        powers = []
+        for p in self.plans:
+            one_sided = p.one_sided if p.seed_one_sided is None else p.seed_one_sided
+            effect = p.seed if one_sided else abs(p.seed)
+            if effect <= 0:
+                return 0.0  # the seed's effect points away from the test that decides it
+            alt = "greater" if one_sided else "two-sided"
+            if p.crossed is not None and (comps := p.crossed.components()) is not None:
+                powers.append(crossed_power(effect, comps, p.crossed.n_problems, p.crossed.n,
+                                            self.plan_alpha, alt))
+            else:
+                powers.append(t_power(effect, p.sd, p.n, self.plan_alpha, alt))
+        return min(powers)
 
 
 def _n(effect: float, plan: Plan, one_sided: bool, alpha: float) -> int | None | str:
@@ -260,7 +286,7 @@ def _no_rise_plan(label: str, mean: float, seed_mean: float, res) -> Plan:
     return Plan(label, MARGIN - mean if mean < MARGIN else mean,
                 MARGIN - seed_mean if seed_mean < MARGIN else seed_mean, res.sd,
                 one_sided=mean < MARGIN, seed_one_sided=seed_mean < MARGIN,
-                crossed=res if isinstance(res, CrossedTest) else None)
+                crossed=res if isinstance(res, CrossedTest) else None, n=res.n)
 
 
 PROBLEMS = "problems"  # no replicate count: the shared test problems bound the test
@@ -445,7 +471,7 @@ def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim,
         scaled = _scaled(c, *seed, float(means[0]), f"pass@{k}")
         c.equiv = _tost(res, c.delta)
     c.plans = [Plan(f"{a} − {b}", res.mean, scaled, res.sd,
-                    crossed=res if isinstance(res, CrossedTest) else None)]
+                    crossed=res if isinstance(res, CrossedTest) else None, n=res.n)]
     return c
 
 
@@ -509,7 +535,8 @@ def zero_informative(inp: Inputs) -> Claim:
     c.seed_scaled = 0.592 - SHARE  # a share: no scaling (the seed's own model's rate)
     c.scaling = f"the seed's share 59.2% minus the threshold {SHARE:.0%}, not scaled"
     # decided by the test above or the one below, whichever side the share is on
-    c.plans = [Plan(f"share − {SHARE:.0%}", abs(res.mean - SHARE), 0.592 - SHARE, res.sd, True)]
+    c.plans = [Plan(f"share − {SHARE:.0%}", abs(res.mean - SHARE), 0.592 - SHARE, res.sd, True,
+                    n=res.n)]
     return c
 
 
@@ -571,7 +598,7 @@ def feedback(inp: Inputs) -> Claim:
               "at McNemar's counts of the matched attempts); reproduced only if all three "
               "hold (p = the largest), contradicted if one is significant against the seed "
               "(Bonferroni over the three); per replicate: McNemar")
-    c.plans = [Plan(p.label, p.test.mean, None, p.test.sd) for p in parts]
+    c.plans = [Plan(p.label, p.test.mean, None, p.test.sd, n=p.test.n) for p in parts]
     return c
 
 
@@ -655,7 +682,7 @@ def ipo_sources(inp: Inputs) -> Claim:
     level = float(np.mean([per_k[k][t]["pass_b"] for k in ks for t in tags]))
     scaled = _scaled(c, 0.46, 0.62, level, "average pass@k of scripted → easyneg")
     c.equiv = _tost(res, c.delta)
-    c.plans = [Plan("easyneg − scripted", res.mean, scaled, res.sd)]
+    c.plans = [Plan("easyneg − scripted", res.mean, scaled, res.sd, n=res.n)]
     pairs = {s: m.get("pairs") for s, m in ((s, inp.data.get(f"ipo/{s}.json") or {})
                                             for s in ("scripted", "easyneg", "hardneg", "base"))}
     c.note = "pairs per source: " + ", ".join(f"{s} {n}" for s, n in pairs.items() if n)
@@ -706,7 +733,7 @@ def rloo_sharpens(inp: Inputs) -> Claim:
                  f"{seedk:+.3f}")
     c.delta = MARGIN  # the no-change rule's margin
     c.plans = [Plan("pass@1 rise", up.mean, seed1, up.sd,
-                    crossed=up if isinstance(up, CrossedTest) else None),
+                    crossed=up if isinstance(up, CrossedTest) else None, n=up.n),
                _no_rise_plan(f"pass@{k} rise", top.mean, seedk, top)]
     return c
 
@@ -776,7 +803,7 @@ def interventions(inp: Inputs) -> Claim:
               + _floor_words(res) + "; per replicate: McNemar")
     c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
     _fill(c, res, list(effects.values()))
-    c.plans = [Plan("int − plain RL", res.mean, None, res.sd)]
+    c.plans = [Plan("int − plain RL", res.mean, None, res.sd, n=res.n)]
     return c
 
 

@@ -57,6 +57,7 @@ class Context:
     ref: str  # `report.reference`: p-values and differences are against this policy
     ks: tuple[int, ...]  # every test k of any policy, ascending ((1,) when none)
     bon: str | None  # the best-of-N policy (None: no policy has eval metrics)
+    replicate_minutes: float | None = None  # what one more replicate costs (report.*)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -93,13 +94,13 @@ class Context:
 
 
 def make_context(inp: Inputs, figures: dict[str, str], fig_rel: str, reference: str,
-                 bon_policy: str | None) -> Context:
+                 bon_policy: str | None, replicate_minutes: float | None = None) -> Context:
     """bon_policy None: the policy with the highest test pass@1."""
     evals = inp.evals()
     ks = sorted({k for m in evals.values() for k in pass_ks(m["test"])}) or [1]
     bon = bon_policy or (max(evals, key=lambda p: evals[p]["test"]["pass@1"])
                          if evals else None)
-    return Context(inp, figures, fig_rel, reference, tuple(ks), bon)
+    return Context(inp, figures, fig_rel, reference, tuple(ks), bon, replicate_minutes)
 
 
 # --------------------------------------------------------------------------- cells
@@ -509,6 +510,11 @@ def significance_section(ctx: Context) -> list[str]:
 
 # --------------------------------------------------------------------------- seed claims
 
+def _power_cell(c, n: int) -> str:
+    power = c.seed_power()
+    return NA if power is None else f"{power:.0%} ({n} replicates)"
+
+
 def seed_claims_table(ctx: Context) -> list[str]:
     """One row per headline claim of the seeds: the pooled (replicate-unit) verdict first,
     each replicate's own number and one-draw verdict beside it, the check that the claim's
@@ -521,7 +527,8 @@ def seed_claims_table(ctx: Context) -> list[str]:
     rows = [[c.claim + (f" ({c.note})" if c.note else ""),
              c.seed + (f"; scaled: {c.scaling}" if c.scaling else ""), c.run, c.per_replicate,
              c.check_cell(), c.test, c.rule, fmt_p(c.claim_p()), fmt_p(c.adjusted),
-             f"**{c.verdict()}**", c.needed(seeds)] for c in found]
+             f"**{c.verdict()}**", c.needed(seeds, ctx.replicate_minutes),
+             _power_cell(c, len(seeds))] for c in found]
     n, fam = len(ctx.inp.replicates), len(claims.family(found))
     return ["## Seed claims vs this run", "",
             (f"{n} replicate(s) ({', '.join(ctx.inp.replicates) or 'none'}): every compared "
@@ -559,7 +566,7 @@ def seed_claims_table(ctx: Context) -> list[str]:
              "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
             *md_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
                        "arm check", "test", "rule", "p (claim)", "p (Holm)", "verdict",
-                       "replicates to decide"], rows), ""]
+                       "replicates to decide", "power at the seed's effect"], rows), ""]
 
 
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
@@ -675,10 +682,11 @@ def _arrow(m: dict, key: str, nd: int = 3) -> str:
 
 
 def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures",
-                   reference: str = "sft", best_of_n_policy: str | None = None) -> str:
+                   reference: str = "sft", best_of_n_policy: str | None = None,
+                   replicate_minutes: float | None = None) -> str:
     """report.md: the seeds' tables filled from the metrics, each figure embedded (figure
     paths relative to the report: fig_rel/<name>.png)."""
-    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy)
+    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy, replicate_minutes)
     return "\n".join(line for section in SECTIONS for line in section(ctx)).rstrip() + "\n"
 
 
@@ -686,7 +694,7 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
                   fig_dir: str | Path, configured=(), ipo_sources=IPO_SOURCES,
                   distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
                   best_of_n_policy: str | None = None, dpi: int = 100,
-                  replicates=None) -> Inputs:
+                  replicates=None, replicate_minutes: float | None = None) -> Inputs:
     """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
 
     configured: every policy name of `evaluate`; ipo_sources / distill: the IPO pair sources
@@ -698,5 +706,6 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
         raise MissingInputs(inp.missing)
     figures = write_figures(inp, fig_dir, dpi)
     fig_rel = Path(os.path.relpath(Path(fig_dir), Path(out_md).parent)).as_posix()
-    write_text(out_md, build_markdown(inp, figures, fig_rel, reference, best_of_n_policy))
+    write_text(out_md, build_markdown(inp, figures, fig_rel, reference, best_of_n_policy,
+                                      replicate_minutes))
     return inp

@@ -713,6 +713,7 @@ class Report:
     reference: Annotated[str, name]  # policy every table row is tested against
     best_of_n_policy: Annotated[str | None, optional(name)]  # S4 Table 2's; null = best pass@1
     dpi: Pos  # figure resolution
+    replicate_minutes: Rate  # CPU minutes one more replicate costs (it trains every chain)
 
 
 # every params.yaml section but the arms' (core.arms: each overrides its script's section, and
