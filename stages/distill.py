@@ -14,17 +14,33 @@ failures on train problems (`repair@<seed>`'s pool): no example is a problem `ev
 the distilled policy on. Writes
 data/models/distill_<condition>/r<seed>, reports/{details,metrics,timings}/distill/<condition>/
 r<seed>.json and dvclive/distill/<condition>/r<seed>.
+
+The skill check (analysis.checks.distilled): after training, the distilled policy and the SFT
+policy are each sampled `distill.skill_samples` times with the plain solve prompt (no
+feedback), the fixed evaluation sampler and one fixed seed, on (up to `distill.skill_problems`
+of) the problems whose successful repairs it trained on; their pass@1 goes into the details
+as `skill_distilled` / `skill_sft`. Self-distillation claims the policy internalized what the
+repairs found: a falling loss shows it fitted them, this asks whether it now solves those
+problems without the feedback, on train problems, never on the test split.
 """
 
+import json
 import sys
 import time
+from pathlib import Path
 
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Distill, prompt_style
+from countdown_rlvr.core.config import Distill, Evaluate, eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.replicates import model_dir, run_name, tag
-from countdown_rlvr.model.policy import load_replicate_stage
-from countdown_rlvr.research.repair import CONDITIONS, distill_examples, read_repairs
-from countdown_rlvr.train.runtime import init_policy
+from countdown_rlvr.eval.scoring import SKILL_SEED, skill
+from countdown_rlvr.model.policy import load_replicate_stage, policy_ref
+from countdown_rlvr.research.repair import (
+    CONDITIONS,
+    distill_examples,
+    distilled_problems,
+    read_repairs,
+)
+from countdown_rlvr.train.runtime import init_policy, is_main_process
 from countdown_rlvr.train.sft import fit_sft
 from countdown_rlvr.train.untrained import untrained
 
@@ -40,6 +56,8 @@ def main(argv: list[str]) -> None:
     cond = argv[0]
     policy, repairs_file = model_dir("sft", r), f"data/repair/{tag(r)}/repairs.parquet"
     style = prompt_style("distill", params)
+    sampler = eval_sampler("distill", params)  # the skill check's, checked before any work
+    gen_batch = from_section(Evaluate, "distill", params, "evaluate").batch_size
     io.require_inputs("distill", policy, repairs_file)
     repairs = read_repairs(repairs_file)
     if cond not in set(repairs["condition"]):
@@ -58,9 +76,25 @@ def main(argv: list[str]) -> None:
         io.write_details(name, {**info, "trained": False, "examples": 0})
         io.write_timing(name, {"seconds": round(time.time() - t0, 2)})
         return
+    problems = distilled_problems(repairs, cond)[:cfg.skill_problems]
     print(f"[{name}] {len(examples)} distinct successful repairs -> no-feedback SFT", flush=True)
     model, tok = init_policy("distill", policy, cfg)
     fit_sft(name, model, tok, examples, cfg, out, {**info, "trained": True})
+    if not is_main_process():
+        return
+    print(f"[{name}] skill check: SFT and distilled policy on {len(problems)} problems of the "
+          f"distilled repairs x {cfg.skill_samples} samples, no feedback", flush=True)
+
+    def skill_of(path: str) -> float:
+        return round(skill(policy_ref(path), problems, cfg.skill_samples, sampler, SKILL_SEED,
+                           style, gen_batch), 4)
+
+    sft, distilled = skill_of(policy), skill_of(out)
+    detail = Path(f"{io.DETAILS}/{name}.json")  # fit_sft wrote it; the check joins it
+    io.write_details(name, {**json.loads(detail.read_text()), "skill_problems": len(problems),
+                            "skill_samples": cfg.skill_samples, "skill_sft": sft,
+                            "skill_distilled": distilled})
+    print(f"[{name}] skill check: pass@1 SFT {sft}, distilled {distilled}")
 
 
 if __name__ == "__main__":

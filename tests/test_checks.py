@@ -22,17 +22,40 @@ def test_forward_kl_margin_and_patched_checks():
     assert forward_kl_falls({"forward_kl_first": 0.5, "forward_kl_final": 0.3}) is True
     assert forward_kl_falls({"forward_kl_first": 0.3, "forward_kl_final": 0.3}) is False
     assert forward_kl_falls({"forward_kl_first": None, "forward_kl_final": None}) is None  # rloo
-    kept = {"chosen_reward_final": -0.02}  # chosen answers about as likely as under SFT
+    # chosen answers about as likely as under SFT, pass@1 on unseen train problems kept
+    kept = {"chosen_reward_final": -0.02, "skill_sft": 0.08, "skill_ipo": 0.07,
+            "skill_margin": 0.25}
     assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4, **kept}) is True
     assert margin_rises({"val_margin_before": 0.1, "val_margin_after": -0.2, **kept}) is False
     # the margin rose by pushing the chosen answers down too (likelihood displacement)
-    assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 3.0,
+    assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 3.0, **kept,
                          "chosen_reward_final": -2.0}) is False
     assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4}) is None
     assert margin_rises({"margin_first": 0.0, "margin_final": 1.0}) is None  # training margin: not it
     assert patched_solves({"patched_solved_frac": 0.5}) is True
     assert patched_solves({"patched_solved_frac": 0.2}) is False
     assert patched_solves({}) is None
+
+
+def test_ipo_must_keep_sfts_skill_within_the_stated_margin():
+    rises = {"val_margin_before": 0.0, "val_margin_after": 0.4, "chosen_reward_final": -0.02,
+             "skill_margin": 0.25}
+    assert margin_rises({**rises, "skill_sft": 0.08, "skill_ipo": 0.06}) is True  # 0.75 x 0.08
+    assert margin_rises({**rises, "skill_sft": 0.08, "skill_ipo": 0.11}) is True  # gained
+    # margin up and chosen answers kept, but half of SFT's skill gone: the arm fails
+    assert margin_rises({**rises, "skill_sft": 0.08, "skill_ipo": 0.04}) is False
+    assert margin_rises({**rises, "skill_sft": 0.08, "skill_ipo": 0.04,
+                         "skill_margin": 0.5}) is True  # a looser stated margin
+    assert margin_rises({**rises, "skill_sft": 0.0, "skill_ipo": 0.0}) is True  # nothing to lose
+    # the margin condition still holds on its own
+    assert margin_rises({**rises, "val_margin_after": -0.1, "skill_sft": 0.08,
+                         "skill_ipo": 0.08}) is False
+    # details without the skill numbers (a stage before the check existed): not measured
+    assert margin_rises(rises) is None
+    assert margin_rises({**rises, "skill_sft": 0.08}) is None
+    no_margin = {k: v for k, v in rises.items() if k != "skill_margin"}
+    assert margin_rises({**no_margin, "skill_sft": 0.08, "skill_ipo": 0.08}) is None
+    assert margin_rises({**rises, "skill_sft": None, "skill_ipo": 0.08}) is None
 
 
 @pytest.mark.parametrize(("m", "ok"), [
@@ -52,11 +75,19 @@ def test_rloo_rollouts_rise_and_the_curriculum_unlocks(m, ok):
     assert rollouts_rise(m) is ok
 
 
-def test_distilled_needs_training_and_a_falling_loss():
-    assert distilled({"trained": True, "loss_first": 0.9, "loss_final": 0.6}) is True
-    assert distilled({"trained": True, "loss_first": 0.6, "loss_final": 0.9}) is False
+def test_distilled_needs_training_a_falling_loss_and_more_skill_than_sft():
+    better = {"skill_sft": 0.05, "skill_distilled": 0.12}  # on its repairs' problems, no feedback
+    assert distilled({"trained": True, "loss_first": 0.9, "loss_final": 0.6, **better}) is True
+    assert distilled({"trained": True, "loss_first": 0.6, "loss_final": 0.9, **better}) is False
     assert distilled({"trained": False, "examples": 0}) is False  # nothing to distil
-    assert distilled({"loss_first": 0.9, "loss_final": 0.6}) is None
+    assert distilled({"loss_first": 0.9, "loss_final": 0.6, **better}) is None
+    # the loss fell but the policy solves its repairs' problems no better than SFT: fails
+    fell = {"trained": True, "loss_first": 0.9, "loss_final": 0.6}
+    assert distilled({**fell, "skill_sft": 0.05, "skill_distilled": 0.05}) is False
+    assert distilled({**fell, "skill_sft": 0.05, "skill_distilled": 0.03}) is False
+    # details without the skill numbers (a stage before the check existed): not measured
+    assert distilled(fell) is None
+    assert distilled({**fell, "skill_sft": 0.05}) is None
 
 
 def test_an_arm_check_per_replicate_and_the_claims_reading():

@@ -19,6 +19,7 @@ import yaml
 from scipy.stats import binomtest
 
 from countdown_rlvr.analysis.compare import compare_markdown, compare_policies
+from countdown_rlvr.eval import scoring
 from countdown_rlvr.eval.metrics import (
     RECORD_COLUMNS,
     RECORDS_SCHEMA,
@@ -27,7 +28,7 @@ from countdown_rlvr.eval.metrics import (
     summarize,
     write_records,
 )
-from countdown_rlvr.eval.scoring import evaluate_policy, not_trained, score_samples
+from countdown_rlvr.eval.scoring import evaluate_policy, not_trained, score_samples, skill
 from countdown_rlvr.model.policy import ModelRef, build_tiny, load_model, policy_ref
 from countdown_rlvr.task import get_reward
 
@@ -133,6 +134,40 @@ def test_score_samples_uses_the_verifier_and_reward():
     assert df["arithmetic_errors"].tolist() == [0, 1, 0, 0]
     assert df["reward"].iloc[0] == 1.0 and 0.1 < df["reward"].iloc[1] < 0.6
     assert df["sample"].tolist() == [0, 1, 2, 3] and set(df["seed"]) == {4}
+
+
+TRAIN = [{**p, "id": f"train-{i}", "split": "train"} for i, p in enumerate(PROBLEMS)]
+
+
+def test_skill_is_pass_at_1_of_the_evaluation_records_on_train_problems(tiny):
+    """The arm checks' skill (ipo, distill): the share of correct samples over n per problem,
+    the very records `evaluate_policy` writes with one seed; the same on every call."""
+    ref = policy_ref(tiny)
+    got = skill(ref, TRAIN, 3, SAMPLER, 7, "tiny", batch_size=4)
+    records = evaluate_policy(ref, TRAIN, 3, SAMPLER, [7], "tiny", batch_size=4, progress=False)
+    assert len(records) == len(TRAIN) * 3 and set(records["split"]) == {"train"}
+    assert got == float(records["correct"].mean())
+    assert skill(load_model(tiny), TRAIN, 3, SAMPLER, 7, "tiny", batch_size=4) == got
+    # an arm check never samples the problems the claims are tested on
+    for split in ("test", "ood"):
+        with pytest.raises(ValueError, match=f"train problems only.*{split}"):
+            skill(ref, [*TRAIN, {**PROBLEMS[0], "split": split}], 3, SAMPLER, 7, "tiny")
+
+
+def test_skill_averages_over_every_sample_of_every_problem(monkeypatch):
+    """pass@1 pools all samples (a problem solved 2 of 4 times counts 2/4), checked on canned
+    completions: 3 correct of 8."""
+    ok = {"train-0": "<answer>3 * 5 + 7</answer>", "train-1": "<answer>(8 - 2) * 6 + 4</answer>"}
+    hits = {"train-0": 2, "train-1": 1}
+
+    def fake_generate(ref, prompts, n, sampler, seed, **kw):
+        assert seed == 11 and n == 4 and len(prompts) == 2
+        return [[SimpleNamespace(text=ok[p["id"]] if j < hits[p["id"]] else "no answer",
+                                 n_tokens=5, finish_reason="stop") for j in range(n)]
+                for p in TRAIN[:2]]
+
+    monkeypatch.setattr(scoring, "generate", fake_generate)
+    assert skill(("model", "tok"), TRAIN[:2], 4, SAMPLER, 11, "tiny") == 3 / 8
 
 
 # --------------------------------------------------------------------------- comparison

@@ -60,7 +60,10 @@ def test_params_a_section_read_in_part_lists_its_keys():
                           "lora": {"r": 8}})
     ipo = next(s for s in STAGES if s.name == "ipo")
     keys = param_keys(ipo, params)
-    assert [k for k, _ in keys] == ["model.dtype", "model.threads", "ipo.beta", "ipo.lora"]
+    # then what the skill check reads outside the section (params without them: the keys)
+    assert [k for k, _ in keys] == ["model.dtype", "model.threads", "ipo.beta", "ipo.lora",
+                                    "pairs.n_problems", "sampler", "evaluate.batch_size",
+                                    "model.prompt_style"]
     assert "but sources, first_replicate_sources" in dict(keys)["ipo.beta"]
     sft = next(s for s in STAGES if s.name == "sft")
     assert [k for k, _ in param_keys(sft, _params(sft={"lr": 1}))] == [

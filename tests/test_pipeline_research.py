@@ -103,6 +103,8 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
         successes = int(repairs[repairs["condition"] == cond]["correct"].sum())
         assert m["condition"] == cond and m["trained"] == (successes > 0)
         assert (m["examples"] == 0) == (successes == 0)
+        # the skill check, only where something was distilled
+        assert ("skill_distilled" in m) == ("skill_sft" in m) == m["trained"]
         assert (pipeline.path / f"data/models/distill_{cond}/r0/config.json").exists()
 
     i = metrics(pipeline, "int")
@@ -152,6 +154,9 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     pipeline.run("python", "stages/distill.py", "R", "0")
     m = metrics(pipeline, "distill/R")
     assert m["trained"] is True and m["examples"] == 1 and m["steps"] == 2
+    # the skill check: the one problem it trained on, 2 no-feedback samples per policy
+    assert (m["skill_problems"], m["skill_samples"]) == (1, 2)
+    assert all(m[k] in (0.0, 0.5, 1.0) for k in ("skill_sft", "skill_distilled"))
     assert assert_distilled_not_held_out(ok, keys) == 1  # the example it trained on: train
     assert (pipeline.path / "dvclive/distill/R/r0/plots/metrics/train/loss.tsv").exists()
 

@@ -4,6 +4,7 @@ smoke-sized (one replicate, seed 0)."""
 import json
 
 import pytest
+import yaml
 from test_pipeline_data import ran
 
 from countdown_rlvr.model.policy import load_model, policy_ref
@@ -25,11 +26,17 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
         assert m["margin_first"] == pytest.approx(0.0, abs=1e-3)
         for key in ("loss_final", "pref_acc_final", "chosen_reward_final", "rejected_reward_final"):
             assert isinstance(m[key], float), key
+        # the skill check: SFT and IPO pass@1 on the 8 train problems after the pairs' 8
+        assert (m["skill_problems"], m["skill_samples"], m["skill_margin"]) == (8, 2, 0.25)
+        assert all(0 <= m[k] <= 1 and (16 * m[k]).is_integer() for k in ("skill_sft", "skill_ipo"))
         assert json.loads(pipeline.read(f"reports/timings/ipo/{source}/r0.json"))["seconds"] > 0
         curve = pipeline.read(f"dvclive/ipo/{source}/r0/plots/metrics/train/margin.tsv").decode()
         assert len(curve.splitlines()) == 1 + 3  # header + one row per step
         model, tok = load_model(str(pipeline.path / f"data/models/ipo_{source}/r0"))
         assert model(**tok("Numbers: 1 2 3 Target: 6\n", return_tensors="pt")).logits.shape[-1] == len(tok)
+    # the same SFT policy, problems and seed in every source's run: the same SFT skill
+    assert len({json.loads(pipeline.read(f"reports/details/ipo/{s}/r0.json"))["skill_sft"]
+                for s in SMOKE_SOURCES}) == 1
     sft = json.loads(pipeline.read("reports/details/sft/r0.json"))
     assert sft["adapter"] == "full" and sft["val_loss"] > 0 and 0 <= sft["val_token_acc"] <= 1
 
@@ -60,3 +67,14 @@ def test_ipo_every_source_noop_rerun_lora_adapters_and_errors(pipeline, monkeypa
     assert proc.returncode != 0
     assert "has no `easyneg` pairs" in proc.stderr and "remove easyneg from `ipo.sources`" in proc.stderr
     assert "teacher_traces.n_problems" in proc.stderr
+    # the skill check needs train problems after the pairs': a split too short for them (or
+    # pairs from all of it) stops the stage before training, naming the fix
+    pipeline.set_params({"pairs": {"n_problems": 56}})  # 56 + ipo.skill_problems 8 > 60
+    proc = pipeline.run("python", "stages/ipo.py", "scripted", "0", check=False)
+    assert proc.returncode != 0 and "[ipo] error: the skill check needs the 8 train problems " \
+        "after the first 56" in proc.stderr and "raise problems.n_train to at least 64" in proc.stderr
+    params = yaml.safe_load(pipeline.read("params.yaml"))  # set_params: a null deletes the key
+    params["pairs"]["n_problems"] = None
+    (pipeline.path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = pipeline.run("python", "stages/ipo.py", "scripted", "0", check=False)
+    assert proc.returncode != 0 and "`pairs.n_problems` is null" in proc.stderr

@@ -268,12 +268,36 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     assert shaped[9].startswith("**not tested: rloo failed its check")
     ipo = next(r for r in rows if r[0].startswith("S1: verified"))
     assert ipo[9] == ("**not tested: preference margin on held-out pairs rises, chosen answers "
-                      "lose < 0.5 nats/token vs SFT not measured (ipo_scripted: r0, r1, r2)**")
+                      "lose < 0.5 nats/token vs SFT, pass@1 on train problems it did not train "
+                      "on >= (1 - ipo.skill_margin) x SFT's not measured (ipo_scripted: r0, r1, "
+                      "r2)**")
     assert all(r[10] == "–" for r in (sharpen, shaped, ipo))  # no replicates to plan
     found = claims.evaluate(inp)
     assert {c.name for c, _ in claims.family(found)} == {
         c.name for c in found if c.name not in {"rloo_sharpens", "shaped", "ipo_sources"}}
     assert len(by) == 9
+
+
+def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):
+    """The skill conditions of the IPO and self-distillation checks, as the report reads them:
+    ipo_easyneg's margin rose but in r2 it kept less than 0.75 of SFT's pass@1 on unseen train
+    problems, and distill_R's loss fell but in r1 it solves its repairs' problems no better
+    than SFT: both claims read "not tested", naming the arm, the check and the replicate."""
+    root = copy_fixture(tmp_path)
+    details = root / "reports/details"
+    for rel, change in (("ipo/easyneg/r2.json", {"skill_sft": 0.08, "skill_ipo": 0.04}),
+                        ("distill/R/r1.json", {"skill_sft": 0.21, "skill_distilled": 0.2})):
+        path = details / rel
+        path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    render(root, require_all=True)
+    rows = table_rows((root / "reports/report.md").read_text(), "Seed claims vs this run")
+    ipo = next(r for r in rows if r[0].startswith("S1: verified"))
+    assert ipo[9].startswith("**not tested: ipo_easyneg failed its check (preference margin")
+    assert ">= (1 - ipo.skill_margin) x SFT's, fails in r2)" in ipo[9]
+    sd = next(r for r in rows if r[0].startswith("S0: self-distillation"))
+    assert sd[9] == ("**not tested: distill_R failed its check (trained, its loss fell, and it "
+                     "solves the problems of its training repairs without feedback more often "
+                     "than SFT (pass@1), fails in r1)**")
 
 
 def test_the_premise_row_and_what_each_contrast_isolates(complete):

@@ -29,6 +29,7 @@ from countdown_rlvr.research.repair import (
     CONDITIONS,
     by_failure,
     distill_examples,
+    distilled_problems,
     failed_attempts,
     pool_problems,
     repair_metrics,
@@ -369,6 +370,17 @@ def test_distill_examples_use_the_plain_prompt_and_successes_only():
     ex = distill_examples(df, "F1", "tiny")
     assert ex == [(solve_prompt(NUMS, TARGET, "tiny"), "cF100")]
     assert distill_examples(df, "F2", "tiny") == []
+
+
+def test_distilled_problems_are_the_successes_problems_once_as_train_rows():
+    """The skill check's problems (stages/distill.py): each problem with a successful repair
+    of the condition, once, first-seen order, as a train-split problem row."""
+    W = "WRONG_TARGET"
+    df = repairs_frame({"R": [[W, None], [W, W], [None, None]], "F1": [[W, W], [None]]})
+    row = {"split": "train", "numbers": NUMS, "target": TARGET, "n_numbers": 3}
+    assert distilled_problems(df, "R") == [{"id": "p0", **row}, {"id": "p2", **row}]
+    assert distilled_problems(df, "F1") == [{"id": "p1", **row}]
+    assert distilled_problems(df, "F2") == []
 
 
 # --------------------------------------------------------------------------- diagnosis

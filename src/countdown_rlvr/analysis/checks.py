@@ -8,6 +8,11 @@ training or validation numbers, from the stage's details), and a claim whose arm
 any replicate is "not tested", not inconclusive. A key the stage does not write (yet) is
 "not measured", which is also not tested, with that reason.
 
+Moving is not always enough: where the quantity a method optimises can move while the skill
+the seed's claim is about does not, the check asks about the skill too, on train problems
+(IPO keeps SFT's pass@1 within `ipo.skill_margin`; self-distillation solves the problems of
+its training repairs more often than SFT).
+
     check(arm, runs, tags) -> ArmCheck    one arm, every replicate
     summarize(checks)      -> status, reason
 
@@ -41,14 +46,23 @@ def forward_kl_falls(m: Mapping) -> bool | None:
 
 
 def margin_rises(m: Mapping) -> bool | None:
-    """IPO: the preference margin on held-out pairs rises over training, and the chosen
-    answers stay likely: their mean per-token log-prob (training pairs, final log window)
-    falls less than CHOSEN_DROP nats below SFT's."""
+    """IPO: the preference margin on held-out pairs rises over training, the chosen answers
+    stay likely (their mean per-token log-prob, training pairs, final log window, falls less
+    than CHOSEN_DROP nats below SFT's), and the policy keeps SFT's skill: its pass@1 on train
+    problems no pair came from is at least (1 - skill_margin) of SFT's on the same problems
+    and sampling seed (`ipo.skill_margin`, written with the numbers).
+
+    Why the skill condition: the margin and the chosen answers' log-prob are the quantities
+    IPO optimises, so both can move the right way while the policy solves less (the seed's
+    IPO policies are its best; in this pipeline's runs IPO has halved SFT's pass@16). A claim
+    comparing pairs sources says something about preference learning only if its arms still
+    solve the task."""
     before, after = _num(m, "val_margin_before"), _num(m, "val_margin_after")
     chosen = _num(m, "chosen_reward_final")  # mean log pi(c) - log ref(c), per token
-    if before is None or after is None or chosen is None:
+    sft, ipo, margin = _num(m, "skill_sft"), _num(m, "skill_ipo"), _num(m, "skill_margin")
+    if None in (before, after, chosen, sft, ipo, margin):
         return None
-    return after > before and chosen > -CHOSEN_DROP
+    return after > before and chosen > -CHOSEN_DROP and ipo >= (1 - margin) * sft
 
 
 def patched_solves(m: Mapping) -> bool | None:
@@ -75,13 +89,20 @@ def rollouts_rise(m: Mapping) -> bool | None:
 
 
 def distilled(m: Mapping) -> bool | None:
-    """Self-distillation: it trained (there were successful samples) and its loss fell."""
+    """Self-distillation: it trained (there were successful samples), its loss fell, and the
+    distilled policy solves the problems of its training repairs more often than SFT does,
+    both sampled without feedback (pass@1, same problems and sampling seed).
+
+    Why the skill condition: a falling loss says the policy fitted the repaired completions,
+    not that it can now find them itself; S0's claim is that the repairs are internalized,
+    which on these very problems means a no-feedback pass@1 above SFT's."""
     if m.get("trained") is False:
         return False
     first, final = _num(m, "loss_first"), _num(m, "loss_final")
-    if m.get("trained") is None or first is None or final is None:
+    sft, mine = _num(m, "skill_sft"), _num(m, "skill_distilled")
+    if m.get("trained") is None or None in (first, final, sft, mine):
         return None
-    return final < first
+    return final < first and mine > sft
 
 
 @dataclass(frozen=True)
@@ -94,7 +115,10 @@ class Check:
 RLOO_WORDS = (f"training rollout pass rate rises, curriculum unlocks before {UNLOCK_BY:.0%} "
               "of the steps")
 IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
-             "nats/token vs SFT")
+             "nats/token vs SFT, pass@1 on train problems it did not train on >= (1 - "
+             "ipo.skill_margin) x SFT's")
+DISTILL_WORDS = ("trained, its loss fell, and it solves the problems of its training repairs "
+                 "without feedback more often than SFT (pass@1)")
 # an arm's check (arms.ARMS: Arm.check), by its function's name -> (words, function)
 ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
     "forward_kl_falls": ("forward KL to the teacher falls", forward_kl_falls),
@@ -104,7 +128,7 @@ CHECKS: dict[str, Check] = {
     **{a.name: Check(f"{a.name}.json", *ARM_CHECKS[a.check]) for a in ARMS if a.check},
     "int": Check("int.json", "the patched policy solves >= 50% of RL's problems before RL",
                  patched_solves),
-    "distill_R": Check("distill/R.json", "trained and its loss fell", distilled),
+    "distill_R": Check("distill/R.json", DISTILL_WORDS, distilled),
     **{f"ipo_{s}": Check(f"ipo/{s}.json", IPO_WORDS, margin_rises)
        for s in ("scripted", "easyneg", "hardneg", "base")},
 }

@@ -95,6 +95,7 @@ CHECKED = Out("reports/details/check_params.json", "runs first")
 TRAIN = "data/problems/train.jsonl"
 TEST_SPLITS = ("data/problems/test.jsonl", "data/problems/ood.jsonl")
 SFT = model("sft")
+SKILL_PROBLEMS = Out(TRAIN, "the skill check samples the problems after the pairs'")
 BASE, TEACHER = "data/models/base", "data/models/teacher"  # shared by every replicate
 
 
@@ -153,11 +154,11 @@ STAGES = [
           outs=trained("sft")),
     Stage("ipo", "one stage per pairs source and replicate: ipo@scripted-0, ipo@easyneg-0, ...",
           matrix={"source": "${ipo.sources}", "seed": SEEDS}, args=("${item.source}", SEED),
-          inputs=("data/pairs/pairs.jsonl", SFT),
+          inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
           outs=trained("ipo_${item.source}", "ipo/${item.source}")),
     Stage("ipo_first", "a pairs source no seed claim uses (base): the first replicate seed only",
           script="ipo", matrix={"source": "${ipo.first_replicate_sources}", "seed": FIRST_SEED},
-          args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT),
+          args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
           outs=trained("ipo_${item.source}", "ipo/${item.source}")),
     *arm_stages("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: "
                 "its keys over rloo's); `dvc exp run -S rloo.reward=shaped`", "arm",

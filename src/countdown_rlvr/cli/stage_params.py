@@ -28,6 +28,8 @@ from ..core.errors import StageError
 
 MODEL_RUN = ("model.dtype", "model.threads")  # every stage that loads a model
 STYLE = ("model.prompt_style",)  # every stage that builds prompts
+# a training stage's skill check (ipo, distill): pass@1 sampled as `evaluate` samples
+SKILL = ("sampler", "evaluate.batch_size")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,9 @@ READS: dict[str, Any] = {
     "dedup": lambda: [Section("dedup", C.Dedup)],
     "pairs": lambda: [*MODEL_RUN, Section("pairs", C.Pairs), *STYLE],
     "sft": lambda: [*MODEL_RUN, Section("sft", C.SFT)],
-    "ipo": lambda: [*MODEL_RUN, Section("ipo", C.IPO, skip=("sources", "first_replicate_sources"))],
+    # pairs.n_problems: the skill check's problems are the train problems after the pairs'
+    "ipo": lambda: [*MODEL_RUN, Section("ipo", C.IPO, skip=("sources", "first_replicate_sources")),
+                    "pairs.n_problems", *SKILL, *STYLE],
     "rloo": lambda arm: [*MODEL_RUN, Section(arm, C.RL, A.arm(arm).inherits), *STYLE],
     "opd": lambda arm: [*MODEL_RUN, Section(arm, C.OPD, A.arm(arm).inherits), *STYLE],
     "diagnose": lambda: [Section("diagnose", C.Diagnose), "evaluate.n", "evaluate.ks",
@@ -61,7 +65,7 @@ READS: dict[str, Any] = {
     "repair": lambda: [*MODEL_RUN, Section("repair", C.Repair), "sampler", *STYLE],
     "distill": lambda: [*MODEL_RUN, Section("distill", C.Distill,
                                             skip=("conditions", "first_replicate_conditions")),
-                        *STYLE],
+                        *SKILL, *STYLE],
     "int": lambda: [*MODEL_RUN, Section("int", C.Interventions),
                     Section("int.rloo", C.RL, "rloo"), "sampler", "traces.styles", *STYLE],
     "evaluate": lambda: [*MODEL_RUN, Section("evaluate", C.Evaluate, skip=(

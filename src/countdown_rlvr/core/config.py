@@ -456,6 +456,8 @@ class Distill(SFT):
     """`distill`: no-feedback SFT on each repair condition's successes."""
     conditions: Names  # one `distill@<cond>-<seed>` stage per replicate seed each
     first_replicate_conditions: MaybeNames  # one `distill_first@<cond>-<seed>`, first seed only
+    skill_problems: Pos  # at most this many problems of the distilled repairs for the skill check
+    skill_samples: Pos  # no-feedback samples per skill problem, SFT and distilled policy each
 
     def all_conditions(self) -> list[str]:
         return [*self.conditions, *self.first_replicate_conditions]
@@ -472,6 +474,9 @@ class IPO(Supervised, Adapter):
     beta: Rate  # target margin 1 / (2 beta) on length-normalised log-probs
     val_frac: HeldOut  # seeded share of the pairs held out: the margin check's data
     rpo_alpha: Weight  # weight of the NLL anchor on the chosen response (0 = plain IPO)
+    skill_problems: Pos  # train problems after pairs.n_problems' (not trained on) for the skill check
+    skill_samples: Pos  # samples per skill problem, SFT and IPO policy each (evaluation sampler)
+    skill_margin: Share  # relative pass@1 drop from SFT allowed by the skill check (0.25 = 25%)
 
 
 @dataclass(frozen=True)

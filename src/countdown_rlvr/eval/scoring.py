@@ -1,6 +1,7 @@
 """Run a policy over the held-out problems: sample, verify, one record per sample.
 
     evaluate_policy(ref, problems, ...) -> per-sample records DataFrame (metrics.RECORDS_SCHEMA)
+    skill(ref, problems, ...)           -> pass@1 on train problems (a training stage's arm check)
     score_samples(problem, samples, ...) -> the records of one problem's samples
     not_trained(model_dir)               -> why a policy need not be sampled (None: sample it)
 
@@ -106,6 +107,28 @@ def evaluate_policy(ref: ModelRef | tuple, problems: Sequence[dict[str, Any]], n
             for p, samples in zip(tqdm(part, desc="verify", disable=not progress), out):
                 rows.extend(score_samples(p, samples, seed, reward_fn))
     return records_frame(rows)
+
+
+# the sampling seed of `skill`: one fixed seed for every policy, stage and replicate, so the
+# policies an arm check compares draw the same uniforms (common random numbers)
+SKILL_SEED = 0
+
+
+def skill(ref: ModelRef | tuple, problems: Sequence[dict[str, Any]], n: int,
+          sampler: dict[str, Any], seed: int, prompt_style: str, batch_size: int = 64) -> float:
+    """pass@1 of a policy on TRAIN problems: the share of correct samples over `n` samples
+    of each problem, drawn with `sampler` (the fixed evaluation sampler) from `seed`.
+
+    What a training stage measures to check that its policy kept (IPO) or gained
+    (self-distillation) the skill of the policy it started from, on problems it did not
+    train on (IPO) or trained on (self-distillation). Refuses any problem of another split:
+    an arm check never samples the test or OOD problems the claims are tested on."""
+    if bad := sorted({str(p.get("split")) for p in problems} - {"train"}):
+        raise ValueError(f"skill samples train problems only, got split(s) {bad}")
+    records = evaluate_policy(ref, problems, n, sampler, [seed], prompt_style,
+                              backend=sampler.get("backend", "hf"), batch_size=batch_size,
+                              progress=False)
+    return float(records["correct"].mean())
 
 
 def extra_metrics(records: pd.DataFrame) -> dict[str, float]:

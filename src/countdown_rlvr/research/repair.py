@@ -241,3 +241,16 @@ def distill_examples(repairs: pd.DataFrame, condition: str, style: str) -> list[
     pairs = [(solve_prompt([int(x) for x in np.asarray(r.numbers)], int(r.target), style),
               r.completion) for r in part.itertuples(index=False)]
     return list(dict.fromkeys(pairs))
+
+
+def distilled_problems(repairs: pd.DataFrame, condition: str) -> list[dict[str, Any]]:
+    """The distinct problems of one condition's successful repairs (the problems
+    `distill_examples` trains on), first-seen order, as problem rows (id, split, numbers,
+    target, n_numbers). Their split is train: the attempts come from `pool_problems`."""
+    part = repairs[(repairs["condition"] == condition) & repairs["correct"].astype(bool)]
+    out: dict[str, dict[str, Any]] = {}
+    for r in part.itertuples(index=False):
+        out.setdefault(r.problem_id, {
+            "id": r.problem_id, "split": "train", "numbers": [int(x) for x in r.numbers],
+            "target": int(r.target), "n_numbers": int(r.n_numbers)})
+    return list(out.values())
