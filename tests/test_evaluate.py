@@ -325,11 +325,13 @@ def test_evaluate_a_shared_policy_end_to_end_and_reproducibly(pipeline):
     ev = params["evaluate"]
     recs = pd.read_parquet(pipeline.path / "data/eval/base/shared.parquet")
     assert list(recs.columns) == RECORDS_SCHEMA.names
-    n_problems = params["problems"]["n_test"] + params["problems"]["n_ood"]
+    sizes = {"test": params["problems"]["n_test"], "ood": params["problems"]["n_ood"]}
+    n_problems = sum(sizes[split] for split in ev["splits"])  # the OOD split is opt-in
+    assert set(recs["split"]) == set(ev["splits"])
     assert len(recs) == n_problems * ev["n"] * len(ev["seeds"])
     assert recs["n_tokens"].max() <= params["sampler"]["max_new_tokens"]
     metrics = json.loads(pipeline.read("reports/details/eval/base/shared.json"))
-    assert {"test", "ood", "diagnostics", "failures", "best_of_n", "samples"} <= set(metrics)
+    assert {*ev["splits"], "diagnostics", "failures", "best_of_n", "samples"} <= set(metrics)
     assert metrics["test"]["n_problems"] == params["problems"]["n_test"]
     assert metrics["test"]["samples_per_group"] == ev["n"]
     assert sum(metrics["failures"].values()) == params["problems"]["n_test"] * ev["n"]
