@@ -70,17 +70,27 @@ def _per_problem_counts(records: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return g.size().sort_index(), g.sum().astype(int).sort_index()
 
 
+def _same_problems(a: pd.Index, b: pd.Index) -> None:
+    if not a.equals(b):
+        only = sorted(set(a) ^ set(b))[:5]
+        raise ValueError("the two policies were evaluated on different problems "
+                         f"(e.g. {only}); re-run their evaluate stages on the same problems")
+
+
+def _pass_per_problem(counts: tuple[pd.Series, pd.Series], k: int, index) -> np.ndarray:
+    """Unbiased pass@k of each problem in `index` from its (samples, correct) counts."""
+    n, c = counts
+    return np.array([pass_at_k(int(n.loc[i]), int(c.loc[i]), k) for i in index], dtype=float)
+
+
 def per_problem_pass_diff(rec_a: pd.DataFrame, rec_b: pd.DataFrame, k: int) -> pd.Series:
     """Unbiased pass@k of a minus b per problem (from every sample of every seed), by
     problem_id; the two must hold the same problems."""
-    (n_a, c_a), (n_b, c_b) = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
-    if not n_a.index.equals(n_b.index):
-        only = sorted(set(n_a.index) ^ set(n_b.index))[:5]
-        raise ValueError("the two policies were evaluated on different problems "
-                         f"(e.g. {only}); re-run their evaluate stages on the same problems")
-    return pd.Series([pass_at_k(int(n_a[i]), int(c_a[i]), k)
-                      - pass_at_k(int(n_b[i]), int(c_b[i]), k) for i in n_a.index],
-                     index=n_a.index, dtype=float)
+    ca, cb = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
+    _same_problems(ca[0].index, cb[0].index)
+    index = ca[0].index
+    return pd.Series(_pass_per_problem(ca, k, index) - _pass_per_problem(cb, k, index),
+                     index=index, dtype=float)
 
 
 def policy_intervals(records: pd.DataFrame, ks: Iterable[int], n_boot: int, alpha: float,
@@ -113,19 +123,16 @@ def compare_pair(rec_a: pd.DataFrame, rec_b: pd.DataFrame, ks: Iterable[int], se
     differences (k = 1: per-problem pass rates over every sample); `pass_a` / `pass_b` are
     the two means. `pvalue` is McNemar's on the seed-`seed` outcomes (S0's test).
     """
-    (n_a, c_a), (n_b, c_b) = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
+    counts_a, counts_b = _per_problem_counts(rec_a), _per_problem_counts(rec_b)
     out = {}
     for k in ks:
         a, b = solved_within(rec_a, k, seed), solved_within(rec_b, k, seed)
-        if not a.index.equals(b.index):
-            only = sorted(set(a.index) ^ set(b.index))[:5]
-            raise ValueError("the two policies were evaluated on different problems "
-                             f"(e.g. {only}); re-run their evaluate stages on the same problems")
+        _same_problems(a.index, b.index)
         res = mcnemar(a, b, exact=exact)
         diff = a.astype(float) - b.astype(float)
         lo, hi = bootstrap_ci(diff.to_numpy(), n_boot=n_boot, alpha=alpha, seed=boot_seed)
-        pass_a = np.array([pass_at_k(int(n_a.loc[i]), int(c_a.loc[i]), k) for i in a.index])
-        pass_b = np.array([pass_at_k(int(n_b.loc[i]), int(c_b.loc[i]), k) for i in a.index])
+        pass_a = _pass_per_problem(counts_a, k, a.index)
+        pass_b = _pass_per_problem(counts_b, k, a.index)
         pass_diff = pass_a - pass_b
         p_lo, p_hi = bootstrap_ci(pass_diff, n_boot=n_boot, alpha=alpha, seed=boot_seed)
         out[f"k{k}"] = {
