@@ -353,8 +353,14 @@ def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete
                               "replicates at the seed's")
     seeds = ",".join(map(str, range(n_obs if n_obs > 3 else n_seed)))  # r0-r2 and the new
     assert f"`dvc exp run -S 'replicates.seeds=[{seeds}]'`" in row[10]
-    shaped = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S1: the shaped"))
-    assert "the seed's effect is not a number we can use here" in shaped[10]
+    fb = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S0: a fresh"))
+    assert "the seed's effect is not a number we can use here" in fb[10]
+    # shaped vs binary: S1 gives a rollout accuracy, S0 a pass@1 pair (0.088 -> 0.120),
+    # scaled to this run's binary RLOO
+    binary = float(np.mean([r["pass_b"] for r in metrics("compare.json")["pairs"][
+        "rloo_shaped_vs_rloo"]["test"]["k1"]["per_replicate"].values()]))
+    assert found["shaped"].seed_scaled == pytest.approx((0.120 - 0.088) / 0.088 * binary)
+    assert found["shaped"].delta == pytest.approx(found["shaped"].seed_scaled / 2)
     assert "Replicates to decide" in md
 
 
