@@ -354,7 +354,7 @@ def check_pipeline(size: Size, keep: bool, stage_timeout: float, use_dvc: bool =
         except ImportError as exc:
             stages, parser = expand_stages(read_yaml(run_dir / "dvc.yaml"), params), \
                 f"built-in expansion: {'--no-dvc' if not use_dvc else f'no dvc ({exc})'}"
-        target = f"evaluate@sft-{params['replicates']['seeds'][0]}"
+        target = f"evaluate_sft@{params['replicates']['seeds'][0]}"
         order = stage_order(stages, target)
     except Exception as exc:  # noqa: BLE001 - a dvc.yaml this script no longer understands
         rows.append(Row("pipeline", "stage order", "FAIL", f"{type(exc).__name__}: {exc}",

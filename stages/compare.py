@@ -6,6 +6,7 @@ the headline DVC metrics from them (countdown_rlvr.analysis.headline).
 
 from pathlib import Path
 
+from countdown_rlvr.analysis.chains import chain_of
 from countdown_rlvr.analysis.compare import SHARED, compare_replicates, replicates_markdown
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import Compare, Evaluate, Replicates, from_section
@@ -13,25 +14,34 @@ from countdown_rlvr.core.replicates import tag
 from countdown_rlvr.eval.metrics import read_records
 
 
-def runs_of(ev: Evaluate, seeds: list[int]) -> dict[str, list[str]]:
-    """policy -> the run tags its evaluate stages write (shared, every seed, the first one)."""
+def runs_of(ev: Evaluate, rep: Replicates) -> dict[str, list[str]]:
+    """policy -> the run tags its evaluate stages write: shared, every seed of the chain that
+    trains it, or that chain's first seed (policies of different chains may have different
+    replicates: compare pairs them on the replicates both have)."""
+    def seeds(p: str) -> list[int]:
+        chain = chain_of(p)
+        if chain is None:
+            raise io.StageError("compare", f"`evaluate` lists {p!r}, which no stage trains per "
+                                "seed; a policy trained once goes in `evaluate.shared`")
+        return rep.of(chain)
+
     return {**{p: [SHARED] for p in ev.shared},
-            **{p: [tag(s) for s in seeds] for p in (*ev.policies, *ev.controls)},
-            **{p: [tag(seeds[0])] for p in ev.first_replicate_only}}
+            **{p: [tag(s) for s in seeds(p)] for p in (*ev.policies, *ev.controls)},
+            **{p: [tag(seeds(p)[0])] for p in ev.first_replicate_only}}
 
 
 def main() -> None:
     params = io.load_params()
     cfg = from_section(Compare, "compare", params, "compare")  # fails before any work
     ev = from_section(Evaluate, "compare", params, "evaluate")
-    seeds = from_section(Replicates, "compare", params, "replicates").seeds
+    rep = from_section(Replicates, "compare", params, "replicates")
     pairs = cfg.pairs or []
     for pair in pairs:  # each an [a, b] pair of names (config.Compare.pairs)
         if unknown := [x for x in pair if x not in ev.all()]:
             raise io.StageError("compare", f"`compare.pairs` names {unknown}, not in `evaluate` "
                                 f"{ev.all()}; add them there or fix the pair")
     paths = {p: {t: Path(f"data/eval/{p}/{t}.parquet") for t in tags}
-             for p, tags in runs_of(ev, seeds).items()}
+             for p, tags in runs_of(ev, rep).items()}
     if missing := sorted(str(f) for runs in paths.values() for f in runs.values()
                          if not f.exists()):
         raise io.StageError("compare", f"no records {missing[:4]}{' ...' if len(missing) > 4 else ''}"

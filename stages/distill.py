@@ -3,9 +3,10 @@ policy. SFT from the SFT policy on (plain solve prompt, successful repaired comp
 pairs of that condition; `evaluate` then samples it without feedback like any policy.
 
     python stages/distill.py <condition> <seed>   # one of distill.conditions (R) and of
-                                                  # replicates.seeds; or one of
+                                                  # replicates.repair; or one of
                                                   # distill.first_replicate_conditions (F1 ...
-                                                  # Fshuf) and the first seed (`distill_first@`)
+                                                  # Fshuf) and replicates.repair's first seed
+                                                  # (`distill_first@`)
 
 A condition without a single successful repair trains nothing: the SFT policy is saved
 unchanged, the metrics say `trained: false, examples: 0`, and the pipeline goes on.
@@ -46,7 +47,8 @@ from countdown_rlvr.train.untrained import untrained
 
 
 def main(argv: list[str]) -> None:
-    params, cfg, r = load_replicate_stage("distill", Distill, argv[1] if len(argv) == 2 else None)
+    params, cfg, r = load_replicate_stage("distill", Distill,
+                                          argv[1] if len(argv) == 2 else None, chain="repair")
     conds = cfg.all_conditions()
     if argv[0] not in conds or argv[0] not in CONDITIONS:
         raise io.StageError("distill", f"usage: python stages/distill.py <condition> <seed> with "

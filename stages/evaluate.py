@@ -1,9 +1,11 @@
-"""Stage `evaluate@<policy>-<seed>` (and `evaluate_shared@<policy>`): sample every held-out
-prompt with the fixed sampler, verify, and write per-sample records plus the policy's details.
+"""Stage `evaluate_<stage>@...` (and `evaluate_shared@<policy>`): sample every held-out prompt
+with the fixed sampler, verify, and write per-sample records plus the policy's details. Each
+training stage has its evaluation over the same matrix (`ipo@easyneg-1` ->
+`evaluate_ipo@easyneg-1`), so a policy is sampled on the seeds of the chain that trains it.
 
-    python stages/evaluate.py <policy> <seed>   # a replicated policy (`evaluate.policies`,
-                                                # `evaluate.first_replicate_only`), one seed
-    python stages/evaluate.py <policy>          # a shared policy (`evaluate.shared`)
+    python stages/evaluate.py <policy> <chain> <seed>   # a replicated policy, one seed of its
+                                                        # chain (`replicates.<chain>`)
+    python stages/evaluate.py <policy>                  # a shared policy (`evaluate.shared`)
 
 A replicated policy's model is data/models/<policy>/r<seed>, its records
 data/eval/<policy>/r<seed>.parquet and its details reports/details/eval/<policy>/r<seed>.json;
@@ -17,26 +19,35 @@ import time
 from pathlib import Path
 
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Evaluate, eval_sampler, prompt_style
+from countdown_rlvr.core.config import CHAINS, NAME, Evaluate, eval_sampler, prompt_style
 from countdown_rlvr.core.replicates import model_dir, parse_replicate, tag
 from countdown_rlvr.eval.metrics import records_frame, summarize, write_records
 from countdown_rlvr.eval.scoring import evaluate_policy, extra_metrics, not_trained
 from countdown_rlvr.model.policy import load_stage, policy_ref
 
-USAGE = ("usage: python stages/evaluate.py <policy> [<seed>]: a seed for the policies of "
-         "`evaluate.policies` / `evaluate.first_replicate_only`, none for `evaluate.shared`")
+USAGE = ("usage: python stages/evaluate.py <policy> [<chain> <seed>]: the chain that trains a "
+         f"replicated policy ({', '.join(CHAINS)}) and one of its seeds; neither for a policy "
+         "of `evaluate.shared`")
 
 
 def policy_run(cfg: Evaluate, params: dict, argv: list[str]) -> tuple[str, str, str]:
-    """(policy, model dir, file tag: r<seed> | shared) of this stage's command line."""
+    """(policy, model dir, file tag: r<seed> | shared) of this stage's command line. A
+    replicated policy's seed is checked against its chain's seeds, given by dvc.yaml (this
+    script does not read the arm registry: adding an arm must not re-run every evaluation)."""
     name = argv[0] if argv else None
     if name in cfg.shared and len(argv) == 1:
         return name, f"data/models/{name}", "shared"
-    if name in cfg.replicated() and len(argv) == 2:
-        r = parse_replicate("evaluate", argv[1], params)
+    # a replicated policy's name becomes a path: letters, digits, `_` and `-` only
+    if len(argv) == 3 and argv[1] in CHAINS and NAME.fullmatch(name) and name not in cfg.shared:
+        r = parse_replicate("evaluate", argv[2], params, chain=argv[1])
         return name, model_dir(name, r), tag(r)
-    got = f"unknown policy {name!r}" if name not in cfg.all() else f"arguments {argv}"
-    raise io.StageError("evaluate", f"{got}; {USAGE} (policies: {cfg.all()})")
+    if len(argv) == 1:
+        got = f"policy {name!r} is not in `evaluate.shared` {cfg.shared}"
+    elif len(argv) == 3 and argv[1] not in CHAINS:
+        got = f"unknown chain {argv[1]!r}"
+    else:
+        got = f"arguments {argv}"
+    raise io.StageError("evaluate", f"{got}; {USAGE}")
 
 
 def main(argv: list[str]) -> None:

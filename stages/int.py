@@ -19,7 +19,7 @@
 
 Each phase is a function of countdown_rlvr.research.interventions, called here in this order.
 
-    python stages/int.py <seed>   # replicate seed: starts from data/models/{sft,rloo}/r<seed>
+    python stages/int.py <seed>   # a seed of replicates.int: starts from data/models/{sft,rloo}/r<seed>
 
 Writes data/models/{int_sft,int,int_plain_rl,int_solver_sft}/r<seed>,
 data/int/r<seed>/interventions.jsonl, reports/{details,metrics,timings}/int/r<seed>.json and
@@ -60,7 +60,8 @@ SFT_DATA = "data/sft/train.jsonl"  # the replay mixed into the patch: train prob
 
 
 def main(argv: list[str]) -> None:
-    params, cfg, r = load_replicate_stage("int", Interventions, argv[0] if argv else None)
+    params, cfg, r = load_replicate_stage("int", Interventions, argv[0] if argv else None,
+                                          chain="int")
     sft_cfg = cfg.sft
     # rloo's keys, overridden by int.rloo; its seeds move to replicate r like the section's
     rl_cfg = for_replicate(from_section(RL, "int", params, "int.rloo", inherit="rloo"), r)

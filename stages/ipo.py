@@ -1,11 +1,11 @@
 """Stage `ipo@<source>-<seed>`: IPO from the SFT policy on one pairs source (S1 §3.1.3, Table 1).
 
-    python stages/ipo.py <source> <replicate seed>   # an entry of `ipo.sources`, of `replicates.seeds`
+    python stages/ipo.py <source> <replicate seed>   # an entry of `ipo.sources`, of `replicates.ipo`
 
-DVC runs one stage per entry of `ipo.sources` and replicate seed (matrix), so S1's source
+DVC runs one stage per entry of `ipo.sources` and seed of `replicates.ipo` (matrix), so S1's source
 comparison comes out of one `dvc repro`, once per training draw; a source no seed claim uses
 (`ipo.first_replicate_sources`: base) runs as `ipo_first@<source>-<seed>` for the first seed
-only. The reference is the SFT policy, frozen. Also runs under
+of `replicates.ipo` only. The reference is the SFT policy, frozen. Also runs under
 `accelerate launch --multi_gpu --num_processes N stages/ipo.py <source> <seed>`.
 
 The skill check (analysis.checks.margin_rises): after training, the SFT policy and the IPO
@@ -69,7 +69,8 @@ def skill_problems(train: list[dict], n_pairs: int | None, n: int) -> list[dict]
 
 
 def main(argv: list[str]) -> None:
-    params, cfg, r = load_replicate_stage("ipo", IPO, argv[1] if len(argv) == 2 else None)
+    params, cfg, r = load_replicate_stage("ipo", IPO, argv[1] if len(argv) == 2 else None,
+                                          chain="ipo")
     sft = model_dir("sft", r)
     sources = cfg.all_sources()
     unknown = [s for s in sources if s not in SOURCES]

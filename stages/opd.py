@@ -1,6 +1,7 @@
 """Stage `opd` and its arms: on-policy distillation from the frozen teacher (S4 §3.3, Alg. 1).
 
     python stages/opd.py <variant> <seed>   # variant: `opd` or an OPD arm (countdown_rlvr.core.arms)
+                                            # seed: one of replicates.opd
                                             # -> data/models/<variant>/r<seed>
 
 Every variant starts from the same SFT policy with the same steps and rollouts (a variant's
@@ -44,7 +45,8 @@ def main(argv: list[str]) -> None:
                                    "or an OPD arm of countdown_rlvr.core.arms, a params.yaml section)")
     stage = argv[0]  # a variant's section lists only what differs from opd's (the arms' rule)
     params, cfg, r = load_replicate_stage(stage, OPD, argv[1] if len(argv) == 2 else None,
-                                          inherit=None if stage == "opd" else "opd")  # fails
+                                          inherit=None if stage == "opd" else "opd",
+                                          chain="opd")  # fails
     # before any model loads
     init, out = model_dir("sft", r), model_dir(stage, r)
     style = prompt_style(stage, params)

@@ -11,7 +11,7 @@ attempt pool. `distill@<cond>-<seed>` trains on the successful repairs and is sc
 and OOD, so repairing test failures (the SFT policy's evaluation samples) would leak test
 problems into its training data.
 
-    python stages/repair.py <seed>   # replicate seed: repairs of data/models/sft/r<seed>'s failures
+    python stages/repair.py <seed>   # a seed of replicates.repair: repairs of data/models/sft/r<seed>'s failures
 
 Prompt layout: see countdown_rlvr.research.repair. Writes data/repair/r<seed>/repairs.parquet
 (every repair sample: the input of `distill@<cond>-<seed>`), data/repair/r<seed>/pool.parquet
@@ -44,7 +44,8 @@ TRAIN = "data/problems/train.jsonl"
 
 
 def main(argv: list[str]) -> None:
-    params, cfg, r = load_replicate_stage("repair", Repair, argv[0] if argv else None)
+    params, cfg, r = load_replicate_stage("repair", Repair, argv[0] if argv else None,
+                                          chain="repair")
     policy, name = model_dir("sft", r), run_name("repair", r)
     out, pool_file = f"data/repair/{tag(r)}/repairs.parquet", f"data/repair/{tag(r)}/pool.parquet"
     sampler = eval_sampler("repair", params)

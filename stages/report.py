@@ -23,7 +23,7 @@ def main() -> None:
     cfg = from_section(Report, "report", params, "report")  # fails before any work
     ev = from_section(Evaluate, "report", params, "evaluate")
     policies = ev.all()
-    seeds = from_section(Replicates, "report", params, "replicates").seeds
+    chains = from_section(Replicates, "report", params, "replicates").chains()
     # what this run trains; the seeds' full sets when those stages are not configured
     ipo, dis = params.get("ipo") or {}, params.get("distill") or {}
     ipo_sources = [*ipo.get("sources", []), *ipo.get("first_replicate_sources", [])] \
@@ -42,12 +42,12 @@ def main() -> None:
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
                             require_all=cfg.require_all, reference=cfg.reference,
                             best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi,
-                            replicate_minutes=cfg.replicate_minutes,
-                            replicates=seeds)
+                            chain_minutes=cfg.chain_minutes, replicates=chains)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
-        raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (a policy "
-                            "is evaluated once it is in `evaluate.policies`), or set "
+        raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (each "
+                            "training stage's evaluation samples its policies; the int stage's "
+                            "when in `evaluate.int_policies`), or set "
                             "`report.require_all: false` to render them as 'not run'") from exc
     headlines = {"eval": {p: headline.policy(pooled) for p, pooled in
                           (inp.compare or {}).get("policies", {}).items()

@@ -6,7 +6,8 @@ frozen SFT policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated
 (S1 Alg. 1). Per-step diagnostics in dvclive/rloo/r<seed>; first / final values in
 reports/metrics/rloo/r<seed>.json.
 
-    python stages/rloo.py <arm> <replicate seed>   # arm: `rloo` or an RLOO arm (countdown_rlvr.core.arms)
+    python stages/rloo.py <arm> <replicate seed>   # arm: `rloo` or an RLOO arm (countdown_rlvr.core.arms);
+                                                   # seed: one of replicates.rloo
 
 An arm other than `rloo` is the same run with its own section's keys over the `rloo:`
 section, so the arms differ only there (params.yaml says what each one sets and why). Each
@@ -35,7 +36,8 @@ def main(argv: list[str]) -> None:
     # an arm's section lists only what differs from rloo's (arms.inherited_section: the rule
     # is applied here without reading the registry, so adding an arm re-runs no other arm)
     params, cfg, r = load_replicate_stage(stage, RL, argv[1] if len(argv) == 2 else None,
-                                          inherit=None if stage == "rloo" else "rloo")
+                                          inherit=None if stage == "rloo" else "rloo",
+                                          chain="rloo")
     style = prompt_style(stage, params)
     sft = model_dir("sft", r)
     io.require_inputs(stage, sft)

@@ -87,6 +87,10 @@ CASES = [
     # a repeat in a list where it is a mistake (a rotation may repeat: see below)
     ({"evaluate": {"splits": ["test", "test"]}}, "evaluate.splits", "without repeats"),
     ({"replicates": {"seeds": [0, 0]}}, "replicates.seeds", "without repeats"),
+    ({"replicates": {"opd": [0, 0]}}, "replicates.opd", "without repeats"),
+    ({"replicates": {"int": []}}, "replicates.int", "a list (at least 1)"),
+    ({"report": {"chain_minutes": {"sft": 0}}}, "report.chain_minutes",
+     "a mapping of every chain (sft, ipo, rloo, opd, repair, int) to a number > 0"),
     ({"evaluate": {"seeds": [0, 1, 0]}}, "evaluate.seeds", "without repeats"),
     ({"evaluate": {"ks": [1, 4, 4]}}, "evaluate.ks", "without repeats"),
     ({"evaluate": {"budgets": [1, 1]}}, "evaluate.budgets", "without repeats"),
@@ -178,8 +182,8 @@ def test_foreach_names_reach_the_shell_quoted():
             yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].values()]
     for cmd in cmds:
         for arg in cmd.split()[2:]:
-            if "${" in arg:
-                assert arg.startswith("'${") and arg.endswith("}'"), cmd
+            if "${" in arg:  # a whole argument in quotes (`'ipo_${item.source}'`)
+                assert arg.startswith("'") and arg.endswith("'") and arg.count("'") == 2, cmd
 
 
 def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
@@ -394,7 +398,17 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      r"teacher_traces.k \(3\) must be a multiple of the number of strategies \(2\)"),
     ("Interventions", "int", {"seed": 4, "eval_seed": 4},
      "int.eval_seed must differ from int.seed"),
-    ("Replicates", "replicates", {"seeds": [0, 1, 0]}, "must not repeat a seed"),
+    # a chain list's seeds are among SFT's (int's among RLOO's): the message names the fix
+    ("Replicates", "replicates", {"opd": [0, 5]},
+     (r"replicates.opd has seed 5 not in replicates.seeds; add it to replicates.seeds \(SFT "
+     r"trains it first\) or drop it")),
+    ("Replicates", "replicates", {"seeds": [0, 1], "ipo": [0, 1], "rloo": [0, 1],
+                                  "opd": [0, 1], "repair": [0, 1, 2, 3], "int": [0, 1]},
+     (r"replicates.repair has seeds \[2, 3\] not in replicates.seeds; add them to "
+     r"replicates.seeds \(SFT trains it first\) or drop them")),
+    ("Replicates", "replicates", {"rloo": [0, 1], "int": [0, 2]},
+     (r"replicates.int has seed 2 not in replicates.rloo; add it to replicates.rloo "
+     r"\(`int@<seed>` reads the rloo policy of its seed\) or drop it")),
     ("Evaluate", "evaluate", {"shared": ["base", "sft"]}, r"lists \['sft'\] more than once"),
     # k / N above n: metrics.summarize would drop them, and the report would lack the column
     ("Evaluate", "evaluate", {"n": 4, "ks": [1, 4, 8, 16]},

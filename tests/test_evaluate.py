@@ -286,7 +286,7 @@ def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys)
     (model / NOT_TRAINED).write_text(json.dumps({"source": "data/models/sft/r0",
                                                  "reason": "no successful R repair"}))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_R", "0"])
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_R", "repair", "0"])
     runpy.run_path(str(ROOT / "stages/evaluate.py"), run_name="__main__")
     assert "not sampled" in capsys.readouterr().out
     recs = pd.read_parquet(tmp_path / "data/eval/distill_R/r0.parquet")
@@ -299,17 +299,23 @@ def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys)
 @pytest.mark.slow  # runs the stage scripts in a copy of the repo (~30 s of process start-ups)
 def test_evaluate_stage_errors(pipeline):
     proc = pipeline.run("python", "stages/evaluate.py", "nope", check=False)
-    assert proc.returncode != 0 and "unknown policy 'nope'" in proc.stderr
+    assert proc.returncode != 0 and "policy 'nope' is not in `evaluate.shared`" in proc.stderr
     assert "'base'" in proc.stderr
-    proc = pipeline.run("python", "stages/evaluate.py", "sft", check=False)  # no replicate seed
-    assert proc.returncode != 0 and "arguments ['sft']" in proc.stderr and "<seed>" in proc.stderr
-    proc = pipeline.run("python", "stages/evaluate.py", "sft", "3", check=False)
+    proc = pipeline.run("python", "stages/evaluate.py", "sft", "0", check=False)  # no chain
+    assert proc.returncode != 0 and "arguments ['sft', '0']" in proc.stderr
+    assert "<chain> <seed>" in proc.stderr
+    proc = pipeline.run("python", "stages/evaluate.py", "sft", "sft", "3", check=False)
     assert proc.returncode != 0 and "replicate '3' is not in `replicates.seeds`" in proc.stderr
-    pipeline.set_params({"evaluate": {"policies": ["ghost"]}})
-    proc = pipeline.run("python", "stages/evaluate.py", "ghost", "0", check=False)
+    proc = pipeline.run("python", "stages/evaluate.py", "sft", "nope", "0", check=False)
+    assert proc.returncode != 0 and "unknown chain 'nope'" in proc.stderr
+    # a seed of SFT's list but not of the chain that trains the policy
+    pipeline.set_params({"replicates": {"seeds": [0, 1]}})
+    proc = pipeline.run("python", "stages/evaluate.py", "rloo", "rloo", "1", check=False)
+    assert proc.returncode != 0 and "replicate '1' is not in `replicates.rloo`" in proc.stderr
+    proc = pipeline.run("python", "stages/evaluate.py", "ghost", "sft", "0", check=False)
     assert proc.returncode != 0 and "data/models/ghost/r0" in proc.stderr
     pipeline.set_params({"evaluate": {"reward": "nope"}})
-    proc = pipeline.run("python", "stages/evaluate.py", "ghost", "0", check=False)
+    proc = pipeline.run("python", "stages/evaluate.py", "ghost", "sft", "0", check=False)
     assert proc.returncode != 0 and "evaluate.reward" in proc.stderr
     pipeline.set_params({"evaluate": {"reward": "binary"}, "compare": {"pairs": [["ghost", "zzz"]]}})
     proc = pipeline.run("python", "stages/compare.py", check=False)

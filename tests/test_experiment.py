@@ -81,3 +81,49 @@ def test_check_names_write_and_write_replaces_the_file(tmp_path, monkeypatch, ca
     assert target.read_text() == experiment.generate()
     assert [p.name for p in tmp_path.iterdir()] == ["dvc.yaml"]  # no temporary left
     assert experiment.main(["--check"]) == 0
+
+
+def test_every_replicated_stage_runs_over_its_chains_seeds():
+    """A stage's matrix iterates its own chain's list (`${replicates.rloo}`), its first seed
+    for a first-replicate stage; a training stage's evaluation has the same matrix, so a
+    policy is sampled on exactly the seeds its chain trains it on."""
+    by_name = {s.name: s for s in STAGES}
+    want = {"sft": "sft", "diagnose": "sft", "ipo": "ipo", "ipo_first": "ipo", "rloo": "rloo",
+            "rloo_nocurr": "rloo", "opd": "opd", "repair": "repair", "distill": "repair",
+            "distill_first": "repair", "int": "int"}
+    for name, chain in want.items():
+        stage = by_name[name]
+        key = "seeds" if chain == "sft" else chain
+        assert stage.chain == chain and stage.matrix["seed"] in (
+            f"${{replicates.{key}}}", [f"${{replicates.{key}.0}}"]), name
+        if name not in ("diagnose", "repair", "int"):  # int's own evaluation: opt-in policies
+            twin = by_name[f"evaluate_{name}"]
+            assert twin.matrix == stage.matrix and twin.args[1:] == (chain, "${item.seed}")
+    replicated = [s for s in STAGES if s.matrix and "seed" in s.matrix]
+    assert {s.name for s in replicated} == {*want, *(f"evaluate_{n}" for n in want
+                                                    if n not in ("diagnose", "repair"))}
+
+
+def test_the_chain_each_evaluation_is_given_is_the_chain_that_trains_its_policy():
+    """analysis.chains.chain_of (what compare and the report read a policy's seeds by) agrees
+    with the chain dvc.yaml passes each evaluation, for every policy the params can name."""
+    from countdown_rlvr.analysis.chains import INT_POLICIES, chain_of
+    from countdown_rlvr.data.pairs import SOURCES
+    from countdown_rlvr.task.prompts import REPAIR_LABELS
+
+    values = {"${ipo.sources}": SOURCES, "${ipo.first_replicate_sources}": SOURCES,
+              "${distill.conditions}": REPAIR_LABELS,
+              "${distill.first_replicate_conditions}": REPAIR_LABELS,
+              "${evaluate.int_policies}": INT_POLICIES}
+    checked = 0
+    for stage in (s for s in STAGES if s.script == "evaluate" and s.chain):
+        policy, chain, _ = stage.args
+        items = {k: (v if isinstance(v, list) else values[v]) for k, v in stage.matrix.items()
+                 if k != "seed"}
+        names = [policy]
+        for key, options in items.items():
+            names = [n.replace(f"${{item.{key}}}", o) for n in names for o in options]
+        for name in names:
+            assert chain_of(name) == chain, (stage.name, name)
+            checked += 1
+    assert checked >= 1 + 2 * len(SOURCES) + 3 + 2 * len(REPAIR_LABELS) + len(INT_POLICIES)

@@ -44,13 +44,13 @@ def test_small_runs_on_cpu_and_prints_one_table():
     assert by_check["environment"][0]["result"].startswith("cpu")
     # the pipeline: its order from dvc.yaml, the first three stages run, the rest listed
     pipeline = {r["setting"]: r for r in by_check["pipeline"]}
-    assert "check_params .. evaluate@sft-0" in pipeline["stage order"]["result"]
+    assert "check_params .. evaluate_sft@0" in pipeline["stage order"]["result"]
     for stage in ("check_params", "problems", "base"):
         assert pipeline[stage]["status"] == "ok" and pipeline[stage]["result"].startswith("cpu")
         assert float(pipeline[stage]["seconds"]) > 0
     not_run = [r for r in by_check["pipeline"] if r["status"] == "skip"]
     assert len(not_run) == 1 and "--small" in not_run[0]["result"]
-    assert not_run[0]["setting"].split(", ")[-2:] == ["sft@0", "evaluate@sft-0"]
+    assert not_run[0]["setting"].split(", ")[-2:] == ["sft@0", "evaluate_sft@0"]
     # the sampler: both samplers' tokens/s against HF generate, and greedy agreement
     sampler = by_check["sampler"]
     assert [r["setting"].split(" ")[0] for r in sampler] == ["evaluation", "rollout", "greedy"]
@@ -87,8 +87,8 @@ def test_builtin_expansion_matches_dvc(tmp_path, smoke):
 def test_stage_order_runs_every_needed_stage_after_its_inputs(tmp_path):
     params = gpu_check.make_run_dir(tmp_path)
     stages = gpu_check.expand_stages(gpu_check.read_yaml(tmp_path / "dvc.yaml"), params)
-    order = gpu_check.stage_order(stages, "evaluate@sft-0")
-    assert order[0] == "check_params" and order[-1] == "evaluate@sft-0"
+    order = gpu_check.stage_order(stages, "evaluate_sft@0")
+    assert order[0] == "check_params" and order[-1] == "evaluate_sft@0"
     assert {"problems", "base", "dedup", "sft@0"} <= set(order)
     assert not {"pairs", "rloo@rloo-0", "report"} & set(order)  # not needed by the target
     for i, name in enumerate(order):  # whatever produces a dep runs before
@@ -96,7 +96,7 @@ def test_stage_order_runs_every_needed_stage_after_its_inputs(tmp_path):
             if any(gpu_check._overlap(d, o) for d in stages[name].deps for o in s.outs):
                 assert other in order[:i], (name, other)
     with pytest.raises(KeyError, match="no stage"):
-        gpu_check.stage_order(stages, "evaluate@nope-0")
+        gpu_check.stage_order(stages, "evaluate_nope@0")
 
 
 def test_interpolation_as_dvc():

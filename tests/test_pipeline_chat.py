@@ -42,10 +42,10 @@ def test_overrides_cli_prints_set_flags():
 def test_qwen_recipe_end_to_end_on_a_hub_shaped_chat_model(pipeline, hub_model, tmp_path,
                                                            monkeypatch):
     values = {**qwen_values(hub_model), "rloo.adapter": "dora"}  # sft, ipo: lora; rloo: dora
-    proc = pipeline.run("dvc", "exp", "run", *set_flags(values), "evaluate@rloo-0",
+    proc = pipeline.run("dvc", "exp", "run", *set_flags(values), "evaluate_rloo@rloo-0",
                         "ipo@scripted-0")
     assert {"base", "teacher", "sft@0", "ipo@scripted-0", "rloo@rloo-0",
-            "evaluate@rloo-0"} <= ran(proc)
+            "evaluate_rloo@rloo-0"} <= ran(proc)
     params = yaml.safe_load(pipeline.read("params.yaml"))
     assert params["model"]["prompt_style"] == "chat" and params["sft"]["lora_r"] == 32
 

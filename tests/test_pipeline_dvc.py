@@ -54,7 +54,10 @@ def readme_exp_show() -> list[str]:
 def committed_run(tmp_path_factory) -> Pipeline:
     """The whole smoke pipeline, run once and committed on branch `main`."""
     pipe = make_pipeline(tmp_path_factory.mktemp("run") / "repo")
-    pipe.set_params({"replicates": {"seeds": [0, 1]}})  # the pooled views need two draws
+    # the pooled views need two draws: SFT's and RLOO's chains get a second seed, the other
+    # chains keep one (each chain has its own seeds: compare and the report pair on the
+    # replicates both policies have)
+    pipe.set_params({"replicates": {"seeds": [0, 1], "rloo": [0, 1]}})
     pipe.run("git", "branch", "-M", "main")
     pipe.repro()
     commit(pipe, "default run")

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 DISTILLED = tuple(c for c in CONDITIONS if c != "F0")  # F0 is a repair control, not distilled
 # distill.conditions (R) every replicate, the others (first_replicate_conditions) the first only
-STAGES = {"evaluate@sft-0", "diagnose@0", "repair@0", "int@0", "distill@R-0",
+STAGES = {"evaluate_sft@0", "diagnose@0", "repair@0", "int@0", "distill@R-0",
           *(f"distill_first@{c}-0" for c in DISTILLED if c != "R")}
 DIAGNOSE_KEYS = {"k", "pass@1", "pass@k", "avg_score", "all_fail", "all_correct",
                  "zero_informative", "reward_contrast", "failures", "n_failed_attempts"}

@@ -107,11 +107,12 @@ def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
 
 
 def test_a_second_replicate_is_another_draw_of_the_same_config(pipeline):
-    """`replicates.seeds: [0, 1]`: sft@1 and rloo@rloo-1 join, train on the same data with
-    seeds moved by the replicate, and give another policy; replicate 0 does not re-run."""
+    """Seed 1 added to `replicates.seeds` and to the RLOO chain's list: sft@1 and rloo@rloo-1
+    join, train on the same data with seeds moved by the replicate, and give another policy;
+    replicate 0 does not re-run."""
     pipeline.repro("rloo@rloo-0")
     commit(pipeline, "one replicate")
-    pipeline.set_params({"replicates": {"seeds": [0, 1]}})
+    pipeline.set_params({"replicates": {"seeds": [0, 1], "rloo": [0, 1]}})
     proc = pipeline.repro("rloo@rloo-1")
     # the shared inputs and replicate 0 are reused (the params check runs on any change)
     assert ran(proc) == {"check_params", "sft@1", "rloo@rloo-1"}
@@ -121,4 +122,7 @@ def test_a_second_replicate_is_another_draw_of_the_same_config(pipeline):
     sft0, sft1 = (pipeline.read(f"data/models/sft/r{r}/model.safetensors") for r in (0, 1))
     assert sft0 != sft1  # another data order and dropout: another draw
     proc = pipeline.run("python", "stages/rloo.py", "rloo", "2", check=False)
-    assert proc.returncode != 0 and "replicate '2' is not in `replicates.seeds`" in proc.stderr
+    assert proc.returncode != 0 and "replicate '2' is not in `replicates.rloo`" in proc.stderr
+    # seed 1 is SFT's but not OPD's: opd's own list decides
+    proc = pipeline.run("python", "stages/opd.py", "opd", "1", check=False)
+    assert proc.returncode != 0 and "replicate '1' is not in `replicates.opd`" in proc.stderr

@@ -1,5 +1,6 @@
 """The replicate axis: which seeds a replicate moves, how a stage reads its replicate, and that
-DVC expands every replicated stage once per seed (and a one-seed list into one stage each)."""
+DVC expands every replicated stage once per seed of its chain (and a one-seed list into one
+stage each)."""
 
 import dataclasses
 import subprocess
@@ -74,8 +75,16 @@ def test_int_keeps_its_eval_seed_apart_from_its_selection_seed_in_every_replicat
         assert moved.eval_seed != moved.seed and moved.sft.seed == seed_for(cfg.sft.seed, r)
 
 
+CHAINS = ("ipo", "rloo", "opd", "repair", "int")
+
+
+def lists(seeds, **chains) -> dict:
+    """A `replicates` section: every chain on `seeds` unless given."""
+    return {"seeds": seeds, **{c: chains.get(c, seeds) for c in CHAINS}}
+
+
 def test_a_stage_refuses_a_replicate_that_is_not_listed():
-    params = {"replicates": {"seeds": [0, 1, 2]}}
+    params = {"replicates": lists([0, 1, 2])}
     assert parse_replicate("sft", "2", params) == 2
     for bad, says in ((None, "no replicate seed given"), ("7", "'7' is not in"),
                       ("x", "'x' is not in")):
@@ -83,17 +92,36 @@ def test_a_stage_refuses_a_replicate_that_is_not_listed():
             parse_replicate("sft", bad, params)
 
 
+def test_a_stage_refuses_a_seed_outside_its_chain():
+    """A seed SFT trains is not enough: the stage checks its own chain's list, and the error
+    names that list and the fix."""
+    params = {"replicates": lists([0, 1, 2, 3], ipo=[0, 1, 2], opd=[0, 1, 2],
+                                  repair=[0, 1, 2], rloo=[0, 1, 2, 3], int=[0, 1])}
+    assert parse_replicate("rloo", "3", params, chain="rloo") == 3
+    assert parse_replicate("sft", "3", params) == 3
+    for stage, chain in (("ipo", "ipo"), ("opd_ac", "opd"), ("distill", "repair"),
+                         ("int", "int")):
+        with pytest.raises(StageError, match=(
+                rf"\[{stage}\] error: replicate '3' is not in `replicates.{chain}`; pass one of "
+                rf"\[0, 1(, 2)?\] .* or add it to `replicates.{chain}`$")):
+            parse_replicate(stage, "3", params, chain=chain)
+    # a seed new to SFT (and to RLOO, for int) must join those lists too
+    with pytest.raises(StageError, match=r"add it to `replicates.int` \(and `replicates.rloo`, "
+                                         r"`replicates.seeds`\)"):
+        parse_replicate("int", "7", params, chain="int")
+
+
 def test_paths_of_a_replicate():
     assert model_dir("ipo_scripted", 1) == "data/models/ipo_scripted/r1"
     assert run_name("ipo/scripted", 1) == "ipo/scripted/r1"
 
 
-def stage_names(tmp_path, seeds):
-    """The stage names `dvc stage list` expands dvc.yaml into, for `replicates.seeds`."""
+def stage_names(tmp_path, replicates: dict):
+    """The stage names `dvc stage list` expands dvc.yaml into, for a `replicates` section."""
     for name in ("dvc.yaml", "params.yaml"):
         (tmp_path / name).write_text((ROOT / name).read_text())
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())
-    params["replicates"]["seeds"] = seeds
+    params["replicates"] = replicates
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     dvc = [sys.executable, "-m", "dvc"]
@@ -103,17 +131,28 @@ def stage_names(tmp_path, seeds):
     return set(out.split())
 
 
+def evaluation_of(policy: str, seed: int) -> str:
+    """The stage that samples `policy` on `seed`: its training stage's twin, same item."""
+    from countdown_rlvr.analysis.chains import evaluation_stage
+
+    stage = evaluation_stage(policy)
+    item = policy.split("_", 1)[1] if stage in ("evaluate_ipo", "evaluate_distill") else policy
+    return f"{stage}@{seed}" if stage in ("evaluate_sft", "evaluate_rloo_nocurr") \
+        else f"{stage}@{item}-{seed}"
+
+
 def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_path):
-    names = stage_names(tmp_path, [0, 1, 2])
+    names = stage_names(tmp_path, lists([0, 1, 2]))
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     ev = params["evaluate"]
     for r in (0, 1, 2):
         assert {f"sft@{r}", f"rloo@rloo-{r}", f"rloo@rloo_shaped-{r}", f"opd@opd_ac-{r}",
                 f"int@{r}", f"diagnose@{r}", f"repair@{r}", f"distill@R-{r}"} <= names
-        assert {f"evaluate@{p}-{r}" for p in ev["policies"]} <= names
-        assert {f"evaluate_control@{p}-{r}" for p in ev["controls"]} <= names
-    assert {f"evaluate_first@{p}-0" for p in ev["first_replicate_only"]} <= names
+        assert {evaluation_of(p, r) for p in ev["policies"]} <= names
+    assert {evaluation_of(p, 0) for p in ev["first_replicate_only"]} <= names
     assert {n for n in names if n.startswith("rloo_nocurr@")} == {"rloo_nocurr@0"}
+    assert {n for n in names if "rloo_nocurr" in n} == {"rloo_nocurr@0",
+                                                          "evaluate_rloo_nocurr@0"}
     # the arms no seed claim uses are trained for the first seed only, like their evaluations
     assert {n for n in names if n.startswith(("ipo_first@", "distill_first@"))} == {
         *(f"ipo_first@{s}-0" for s in params["ipo"]["first_replicate_sources"]),
@@ -122,14 +161,42 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
     first_only = {f"ipo_{s}" for s in params["ipo"]["first_replicate_sources"]} | \
         {f"distill_{c}" for c in params["distill"]["first_replicate_conditions"]}
     assert first_only <= set(ev["first_replicate_only"])  # trained once, evaluated once
-    assert not any(n.startswith("evaluate_first@") and not n.endswith("-0") for n in names)
+    assert not any(n.startswith("evaluate_int@") for n in names)  # opt-in: int_policies
     assert {f"evaluate_shared@{p}" for p in ev["shared"]} <= names
     # the fixed inputs are trained once, whatever the seeds
     assert {"problems", "base", "teacher", "teacher_traces", "dedup", "pairs"} <= names
 
     (tmp_path / "quick").mkdir()
-    quick = stage_names(tmp_path / "quick", [5])
-    assert "sft@5" in quick and "sft@0" not in quick and "evaluate_first@rloo_nocurr-5" in quick
+    quick = stage_names(tmp_path / "quick", lists([5]))
+    assert "sft@5" in quick and "sft@0" not in quick and "evaluate_rloo_nocurr@5" in quick
+
+
+def test_a_seed_added_to_one_chain_adds_only_that_chains_stages(tmp_path):
+    """rloo on four seeds, the other chains on three: seed 3 gets SFT (its evaluation and
+    diagnose: the union) and the RLOO arms with their evaluations, nothing of ipo, opd, repair
+    or int; and the first-seed arm follows its chain's first seed."""
+    base = stage_names(tmp_path, lists([0, 1, 2]))
+    (tmp_path / "more").mkdir()
+    more = stage_names(tmp_path / "more", lists([0, 1, 2, 3], ipo=[0, 1, 2], opd=[0, 1, 2],
+                                                 repair=[0, 1, 2], int=[0, 1, 2],
+                                                 rloo=[0, 1, 2, 3]))
+    assert more - base == {"sft@3", "evaluate_sft@3", "diagnose@3", "rloo@rloo-3",
+                           "rloo@rloo_shaped-3", "evaluate_rloo@rloo-3",
+                           "evaluate_rloo@rloo_shaped-3"}
+    assert base <= more
+    (tmp_path / "later").mkdir()
+    later = stage_names(tmp_path / "later", lists([0, 1, 2, 3], ipo=[3, 1], rloo=[2],
+                                                  opd=[0], repair=[1, 2], int=[2]))
+    assert {n for n in later if n.startswith(("rloo", "evaluate_rloo"))} == {
+        "rloo@rloo-2", "rloo@rloo_shaped-2", "evaluate_rloo@rloo-2",
+        "evaluate_rloo@rloo_shaped-2", "rloo_nocurr@2", "evaluate_rloo_nocurr@2"}
+    assert {n for n in later if n.startswith(("ipo@", "evaluate_ipo@"))} == {
+        "ipo@scripted-3", "ipo@easyneg-3", "ipo@scripted-1", "ipo@easyneg-1",
+        "evaluate_ipo@scripted-3", "evaluate_ipo@easyneg-3", "evaluate_ipo@scripted-1",
+        "evaluate_ipo@easyneg-1"}
+    assert {n for n in later if n.startswith(("int@", "opd@", "repair@", "distill@"))} == {
+        "int@2", "opd@opd-0", "opd@opd_ac-0", "repair@1", "repair@2", "distill@R-1",
+        "distill@R-2"}
 
 
 @pytest.mark.parametrize("path,stage", [

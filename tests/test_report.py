@@ -21,6 +21,7 @@ from countdown_rlvr.analysis.report import (
     render_report,
     report_policies,
 )
+from countdown_rlvr.core.config import CHAINS
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -352,7 +353,9 @@ def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete
     assert row[10].startswith(f"{n_obs} replicates at the observed effect, {n_seed} "
                               "replicates at the seed's")
     seeds = ",".join(map(str, range(n_obs if n_obs > 3 else n_seed)))  # r0-r2 and the new
-    assert f"`dvc exp run -S 'replicates.seeds=[{seeds}]'`" in row[10]
+    # the claim's chain (SFT -> repair -> distill) and SFT's list, which trains the new seeds
+    assert f"`dvc exp run -S 'replicates.seeds=[{seeds}]' -S 'replicates.repair=[{seeds}]'`" \
+        in row[10] and "more replicates of the repair chain" in row[10]
     fb = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S0: a fresh"))
     assert "the seed's effect is not a number we can use here" in fb[10]
     # shaped vs binary: S1 gives a rollout accuracy, S0 a pass@1 pair (0.088 -> 0.120),
@@ -401,9 +404,10 @@ def test_missing_sections_render_as_not_run(tmp_path):
     drop_sections(root)
     inp = render(root, configured=[*CONFIGURED, "ghost"], require_all=False)
     md = (root / "reports/report.md").read_text()
-    for stage, rel in (("repair", "repair.json"), ("evaluate@rloo", "eval/rloo.json"),
+    # an evaluation's stage: its training stage's twin (a name no stage trains: shared)
+    for stage, rel in (("repair", "repair.json"), ("evaluate_rloo", "eval/rloo.json"),
                        ("ipo@hardneg", "ipo/hardneg.json"),
-                       ("evaluate@ghost", "eval/ghost.json")):
+                       ("evaluate_shared", "eval/ghost.json")):
         assert f"*not run* (stage `{stage}` has no metrics: `{rel}`)" in md
     assert any(p.endswith("dvclive/rloo/r0/plots/metrics/**/reward_mean.tsv")
                for p in inp.missing)
@@ -567,7 +571,7 @@ def test_a_claim_the_shared_problems_keep_out_of_reach_asks_for_problems_not_rep
         c = Claim("x", "y", EFFECT, plans=[Plan("a − b", observed, None, res.sd, crossed=res)],
                   seed_unusable="not on this scale")
         c.adjusted = 0.5  # inconclusive
-        return c.needed([0, 1, 2])
+        return c.needed({key: [0, 1, 2] for key in CHAINS})
 
     assert needed(0.01).startswith("no replicate count (the shared test problems'")
     assert needed(0.045).startswith("7 replicates at the observed effect") and \
@@ -665,6 +669,17 @@ def test_the_claims_table_gives_the_power_at_the_seeds_effect_and_the_cost_to_de
     assert floored.seed_power() == pytest.approx(t_power(0.03, 0.02, 3))
     assert Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, None, 0.02, n=3)]
                  ).seed_power() is None
-    text = c.needed([0, 1, 2], minutes=28)
+    minutes = {"sft": 3.5, "ipo": 2.5, "rloo": 7.5, "opd": 6.0, "repair": 2.0, "int": 5.0}
+    text = c.needed({key: [0, 1, 2] for key in CHAINS}, minutes)
     n = int(text.split(" ")[0])
-    assert n > 3 and f"{n - 3} more replicates ≈ {(n - 3) * 28} CPU-min" in text
+    assert n > 3 and f"{n - 3} more replicates of the sft chain ≈ {(n - 3) * 3.5:.0f} " \
+        "CPU-min" in text
+    # a chain's replicate costs its own minutes, and SFT's for a seed SFT has not trained
+    c.chain = "opd"
+    chains = {**{key: [0, 1, 2] for key in CHAINS}, "sft": [0, 1, 2, 3]}
+    text = c.needed(chains, minutes)
+    cost = 6.0 * (n - 3) + 3.5 * (n - 4)  # seed 3: SFT's already
+    assert f"{n - 3} more replicates of the opd chain ≈ {cost:.0f} CPU-min" in text
+    more = ",".join(map(str, range(n)))
+    assert text.endswith(f"`dvc exp run -S 'replicates.seeds=[{more}]' "
+                         f"-S 'replicates.opd=[{more}]'`")

@@ -22,7 +22,8 @@ def test_map_fits_a_screen():
 def test_replicates_merge_and_arms_stay_apart():
     assert stage_map.replicate_group("sft@2") == "sft"
     assert stage_map.replicate_group("ipo@easyneg-0") == "ipo@easyneg"
-    assert stage_map.replicate_group("evaluate@distill_R-1") == "evaluate@distill_R"
+    assert stage_map.replicate_group("evaluate_distill@R-1") == "evaluate_distill@R"
+    assert stage_map.replicate_group("evaluate_rloo_nocurr@0") == "evaluate_rloo_nocurr"
     assert stage_map.replicate_group("problems") == "problems"
 
 

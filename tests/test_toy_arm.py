@@ -76,7 +76,7 @@ def test_a_toy_arm_is_one_registry_entry_and_one_params_section(tmp_path, monkey
 
     status = pipe.run("dvc", "status", "rloo@rloo-0").stdout
     assert "rloo@rloo-0" not in status, status  # its code, params and inputs are as they were
-    pipe.repro("rloo@rloo_toy-0", "evaluate_first@rloo_toy-0")
+    pipe.repro("rloo@rloo_toy-0", "evaluate_rloo@rloo_toy-0")
     assert (pipe.path / "data/models/rloo_toy/r0").is_dir()
     details = json.loads(pipe.read("reports/details/rloo_toy/r0.json"))
     assert details["reward"] == "format"  # its own section's key over rloo's

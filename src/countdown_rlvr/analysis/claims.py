@@ -44,19 +44,23 @@ one draw (the per-replicate verdicts shown beside it) rejects far more often tha
 floor: three replicates that agree by chance (+0.059, +0.058, +0.059, each from 3 discordant
 problems) would make that spread ~0 and the test sure of an effect its counts cannot carry.
 For an inconclusive claim the report gives the replicates a test would need (80% power at
-alpha 0.05, from the model the test used) at the observed effect and at the seed's.
+alpha 0.05, from the model the test used) at the observed effect and at the seed's, and the
+command that adds them to the claim's chain (`replicates.<chain>`: each chain has its own
+seeds, so a claim's replicates are those its pair has in common, and more of them cost that
+chain's minutes, plus SFT's for a seed new to `replicates.seeds`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import binomtest
 from scipy.stats import t as t_dist
 
+from ..core.config import chain_path, seeds_key
 from ..stats import (
     MAX_REPLICATES,
     FlooredTest,
@@ -75,6 +79,7 @@ from ..stats.crossed import (
     from_mean_squares,
 )
 from . import checks
+from .chains import chain_of
 from .compare import fmt_ci, fmt_p
 from .results import Inputs, get
 
@@ -83,7 +88,7 @@ POWER = 0.8  # replicates to decide: the t-test's power at ALPHA
 MARGIN = 0.05  # the largest pass@k change (absolute) read as "no change"
 SHARE = 0.5  # S0's conclusion: MOST prompts give no signal
 EFFECT, NO_CHANGE, ABOVE = "effect", "no change", "above"
-ADD_REPLICATES = "dvc exp run -S 'replicates.seeds=[{}]'"
+ADD_REPLICATES = "dvc exp run"  # then one -S 'replicates.<list>=[...]' per list that grows
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,8 @@ class Claim:
     why_not: str | None = None  # not testable: why
     note: str = ""  # e.g. an underpowered arm
     arms: tuple[str, ...] = ()  # the arms whose check the claim rests on (checks.CHECKS)
+    chain: str = "sft"  # the chain whose seeds decide it (config.CHAINS): more replicates of
+    # the claim are more seeds of `replicates.<chain>`
     no_check: str = ""  # why a claim has no arm to check
     parts: list[Part] = field(default_factory=list)  # its contrasts, read in the verdict
     plans: list[Plan] = field(default_factory=list)  # replicates to decide, per test
@@ -211,12 +218,20 @@ class Claim:
             return f"none: {self.no_check}" if self.no_check else "none"
         return "; ".join(c.cell() for c in self.arm_checks)
 
-    def needed(self, seeds: Sequence[int], minutes: float | None = None) -> str:
+    @property
+    def n(self) -> int:
+        """Its replicates: those its tests pooled (a pair's: the replicates both have); 0
+        when its plans do not say."""
+        return min((p.n for p in self.plans), default=0)
+
+    def needed(self, replicates: Mapping[str, Sequence[int]],
+               minutes: Mapping[str, float] | None = None) -> str:
         """For an inconclusive claim: the replicates a test across replicates would need to
         decide it (every one of its tests, so the largest) with POWER at `plan_alpha` (the
         family's Bonferroni level, which decides under Holm whatever the other claims do),
         at the observed effect and at the seed's, with the variance the test estimated, the
-        command that adds them and, given `minutes` per replicate, their CPU time."""
+        command that adds them to its chain (`replicates`: {chain: seeds}) and, given
+        `minutes` per replicate of each chain, their CPU time."""
         if not self.outcome().startswith("inconclusive") or not self.plans:
             return "–"
         if any(p.sd is None for p in self.plans):
@@ -231,12 +246,21 @@ class Claim:
             at_seed = _most([_n(p.seed, p, p.one_sided if p.seed_one_sided is None
                                 else p.seed_one_sided, self.plan_alpha) for p in self.plans])
             text += f", {_n_text(at_seed)} at the seed's"
+        # replicates it has: its pair's, or fewer when its chain's list is shorter (data of a
+        # longer list than the params have now); the list grows to reach the count needed
+        listed = len(replicates[self.chain])
+        have = min(self.n or listed, listed)
         for n, at in ((obs, "observed"), (at_seed, "seed's")):
-            if isinstance(n, int) and n > len(seeds):  # the observed effect's count first
-                cost = ("" if minutes is None else f", {n - len(seeds)} more replicates ≈ "
-                        f"{(n - len(seeds)) * minutes:.0f} CPU-min on the fast 2-core kind")
-                return text + (f"; to reach {n} (the {at} effect's{cost}): `"
-                               f"{ADD_REPLICATES.format(','.join(map(str, _more_seeds(seeds, n))))}`")
+            if isinstance(n, int) and n > have:  # the observed effect's count first
+                lists, added = _grown(replicates, self.chain, n - have)
+                cost = "" if minutes is None else \
+                    f" ≈ {_cost(replicates, self.chain, added, minutes):.0f} CPU-min on the " \
+                    "fast 2-core kind"
+                flags = " ".join(f"-S 'replicates.{key}=[{','.join(map(str, seeds))}]'"
+                                 for key, seeds in lists.items())
+                return text + (f"; to reach {n} (the {at} effect's, {len(added)} more "
+                               f"replicates of the {self.chain} chain{cost}): "
+                               f"`{ADD_REPLICATES} {flags}`")
         return text
 
     def seed_power(self) -> float | None:
@@ -312,15 +336,32 @@ def _n_text(n: int | None | str) -> str:
     return f"more than {MAX_REPLICATES} replicates" if n is None else f"{n} replicates"
 
 
-def _more_seeds(seeds: Sequence[int], n: int) -> list[int]:
-    """This run's seeds plus the next unused integers, n in all (adding seeds trains only
-    the new replicates)."""
-    out, s = list(seeds), 0
-    while len(out) < n:
-        if s not in out:
-            out.append(s)
+def _grown(replicates: Mapping[str, Sequence[int]], chain: str, more: int
+           ) -> tuple[dict[str, list[int]], list[int]]:
+    """({`replicates` key: its new list} of every list that grows, the seeds added): `more`
+    seeds added to `chain`'s list, first those an upstream chain already trained (the nearest
+    first: they cost least), then the next unused integers (adding seeds trains only the new
+    replicates), each also added to the upstream lists that lack it, SFT's first."""
+    own = list(replicates[chain])
+    pool = [s for c in chain_path(chain)[1:] for s in replicates[c]]
+    added = [s for s in dict.fromkeys(pool) if s not in own][:more]
+    s = 0
+    while len(added) < more:
+        if s not in own and s not in added and s not in pool:
+            added.append(s)
         s += 1
-    return out
+    lists = {}
+    for c in reversed(chain_path(chain)):
+        new = [s for s in added if s not in replicates[c]]
+        if new:
+            lists[seeds_key(c)] = [*replicates[c], *new]
+    return lists, added
+
+
+def _cost(replicates: Mapping[str, Sequence[int]], chain: str, added: Sequence[int],
+          minutes: Mapping[str, float]) -> float:
+    """CPU minutes of the added seeds: each chain of its path that lacks a seed trains it."""
+    return sum(minutes[c] for s in added for c in chain_path(chain) if s not in replicates[c])
 
 
 def _ci(res) -> str:
@@ -386,6 +427,13 @@ def _one_draw(effect: float, p: float | None, positive: bool = True) -> str:
     if p is None or p >= ALPHA:
         return "ns"
     return "+" if (effect > 0) == positive else "−"
+
+
+def pair_chain(a: str, b: str) -> str:
+    """The chain whose seeds decide a pair: the one that is not SFT's (every chain's policies
+    start from SFT on the same seed, so the pair's replicates are that chain's)."""
+    chains = [c for c in map(chain_of, (a, b)) if c is not None]
+    return next((c for c in chains if c != "sft"), "sft")
 
 
 def _pair_rows(inp: Inputs, a: str, b: str, k: int) -> tuple[dict | None, str | None]:
@@ -455,6 +503,7 @@ def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim,
     """c filled with the pooled test of a - b at k (effect rule). seed: the seed's pass@k of
     b and of a, scaled to this run's b (`_scaled`); then the claim can also be decided
     equivalent (TOST within half the scaled effect)."""
+    c.chain = pair_chain(a, b)
     rows, why = _pair_rows(inp, a, b, k)
     if rows is None:
         c.why_not = why
@@ -495,7 +544,7 @@ def _conjunction(c: Claim, parts: list[Part]) -> Claim:
 def zero_informative(inp: Inputs) -> Claim:
     c = Claim("S0: most prompts give binary RLVR no signal: the share of zero-informative "
               f"prompts (all K samples alike) of the SFT policy is above {SHARE:.0%}, K=8",
-              "59.2% (500 prompts of its model)", ABOVE,
+              "59.2% (500 prompts of its model)", ABOVE, chain="sft",
               no_check="the SFT policy is measured as it is, no arm is trained for it")
     runs = {t: m for t, m in inp.runs.get("diagnose.json", {}).items()
             if m.get("zero_informative") is not None}
@@ -555,7 +604,7 @@ def _mc_var(cond: dict, key: str, n: int) -> float | None:
 def feedback(inp: Inputs) -> Claim:
     c = Claim("S0: a fresh resample (R) repairs more than execution feedback (F1-F4), the "
               "repair format without feedback (F0) far less than R, and every F beats F0",
-              "R-resample best (6.9%), every F lower, F0 lowest", EFFECT,
+              "R-resample best (6.9%), every F lower, F0 lowest", EFFECT, chain="repair",
               no_check="no arm is trained: repair samples the SFT policy",
               seed_unusable="the seed's F and F0 rates are not in this claim as paired effects")
     runs = {t: m.get("conditions", {}) for t, m in inp.runs.get("repair.json", {}).items()}
@@ -611,7 +660,8 @@ def self_distill(inp: Inputs) -> Claim:
 def shaped_premise(inp: Inputs) -> Claim:
     c = Claim(f"S1 premise: binary-reward RLOO flat-lines, pass@1 no higher than SFT's "
               f"('no' = no rise beyond +{MARGIN})", "flat reward curve, no learning",
-              NO_CHANGE, no_check="whether binary RLOO learns is the claim itself")
+              NO_CHANGE, chain=pair_chain("rloo", "sft"),
+              no_check="whether binary RLOO learns is the claim itself")
     rows, why = _pair_rows(inp, "rloo", "sft", 1)
     if rows is None:
         c.why_not = why
@@ -659,7 +709,8 @@ def shaped(inp: Inputs) -> Claim:
 def ipo_sources(inp: Inputs) -> Claim:
     c = Claim("S1: verified teacher pairs (easyneg) beat scripted pairs for IPO, average "
               "pass@k over k", "avg pass@k easyneg 0.62 ≈ hardneg 0.61 > scripted 0.46", EFFECT,
-              arms=("ipo_easyneg", "ipo_scripted"))
+              arms=("ipo_easyneg", "ipo_scripted"),
+              chain=pair_chain("ipo_easyneg", "ipo_scripted"))
     ks = sorted(int(k[1:]) for k in get(inp.compare, "pairs", "ipo_easyneg_vs_ipo_scripted",
                                          "test", default={}))
     per_k = {k: _pair_rows(inp, "ipo_easyneg", "ipo_scripted", k)[0] for k in ks}
@@ -693,7 +744,7 @@ def ipo_sources(inp: Inputs) -> Claim:
 def rloo_sharpens(inp: Inputs) -> Claim:
     c = Claim(f"S4: RLOO raises pass@1 but not pass@k (sharpening), 'not' = no rise beyond "
               f"+{MARGIN}", "pass@1 0.354 → 0.598; pass@16 0.800 → 0.740", NO_CHANGE,
-              arms=("rloo",))
+              arms=("rloo",), chain=pair_chain("rloo", "sft"))
     k = max((int(k[1:]) for k in get(inp.compare, "pairs", "rloo_vs_sft", "test",
                                      default={})), default=None)
     r1, why1 = _pair_rows(inp, "rloo", "sft", 1)
@@ -766,7 +817,7 @@ def opd_anti_collapse(inp: Inputs) -> Claim:
     c = Claim(f"S4: anti-collapse OPD keeps pass@{k} above plain OPD", "pass@16 0.840 vs 0.780",
               EFFECT, arms=("opd", "opd_ac"))
     c = _pair_effect(inp, "opd_ac", "opd", k, c, seed=(0.780, 0.840))
-    c.premise = _no_collapse(inp.runs.get("opd.json", {}), list(inp.replicates))
+    c.premise = _no_collapse(inp.runs.get("opd.json", {}), inp.tags_of("opd"))
     opd, rloo = inp.data.get("opd.json") or {}, inp.data.get("rloo.json") or {}
     if opd.get("groups") and rloo.get("groups"):
         c.note = (f"both arms from SFT, same budget: {opd['groups']} prompt groups each vs "
@@ -777,7 +828,7 @@ def opd_anti_collapse(inp: Inputs) -> Claim:
 
 def interventions(inp: Inputs) -> Claim:
     c = Claim("S3: interventions then RL beat plain RL on previously unsolved problems",
-              "InT + RL > RL on D_hard (S3 Table 2, Fig. 8)", EFFECT, arms=("int",),
+              "InT + RL > RL on D_hard (S3 Table 2, Fig. 8)", EFFECT, arms=("int",), chain="int",
               seed_unusable="S3 gives no effect on this scale")
     runs = {t: m for t, m in inp.runs.get("int.json", {}).items()
             if isinstance(get(m, "heldout_pass_at_k", "plain_rl"), dict)}
@@ -826,9 +877,12 @@ CLAIMS: tuple[Callable[[Inputs], Claim], ...] = (
 
 
 def _check_arms(c: Claim, inp: Inputs) -> None:
-    tags = list(inp.replicates) or sorted({t for arm in c.arms for t in
-                                           inp.runs.get(checks.CHECKS[arm].file, {})})
-    c.arm_checks = [checks.check(arm, inp.runs.get(checks.CHECKS[arm].file, {}), tags)
+    """Each arm checked in every replicate of its own chain (its seeds, not the union's)."""
+    def tags(arm: str) -> list[str]:
+        runs = inp.runs.get(checks.CHECKS[arm].file, {})
+        return inp.tags_of(chain_of(arm) or "sft") or sorted(runs)
+
+    c.arm_checks = [checks.check(arm, inp.runs.get(checks.CHECKS[arm].file, {}), tags(arm))
                     for arm in c.arms]
     c.check_status, c.check_why = checks.summarize(c.arm_checks)
 

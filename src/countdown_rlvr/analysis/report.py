@@ -17,12 +17,14 @@ A missing input renders as a "not run" row (or paragraph) naming the stage that 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..core.config import CHAINS
 from ..core.io import write_text
 from ..research import INT_POLICIES  # int.json pass_at_k rows
 from ..task.prompts import NO_FEEDBACK, REPAIR_LABELS, RESAMPLE
@@ -57,7 +59,8 @@ class Context:
     ref: str  # `report.reference`: p-values and differences are against this policy
     ks: tuple[int, ...]  # every test k of any policy, ascending ((1,) when none)
     bon: str | None  # the best-of-N policy (None: no policy has eval metrics)
-    replicate_minutes: float | None = None  # what one more replicate costs (report.*)
+    chain_minutes: Mapping[str, float] | None = None  # what one more replicate of each chain
+    # costs (`report.chain_minutes`)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -94,13 +97,14 @@ class Context:
 
 
 def make_context(inp: Inputs, figures: dict[str, str], fig_rel: str, reference: str,
-                 bon_policy: str | None, replicate_minutes: float | None = None) -> Context:
+                 bon_policy: str | None, chain_minutes: Mapping[str, float] | None = None
+                 ) -> Context:
     """bon_policy None: the policy with the highest test pass@1."""
     evals = inp.evals()
     ks = sorted({k for m in evals.values() for k in pass_ks(m["test"])}) or [1]
     bon = bon_policy or (max(evals, key=lambda p: evals[p]["test"]["pass@1"])
                          if evals else None)
-    return Context(inp, figures, fig_rel, reference, tuple(ks), bon, replicate_minutes)
+    return Context(inp, figures, fig_rel, reference, tuple(ks), bon, chain_minutes)
 
 
 # --------------------------------------------------------------------------- cells
@@ -162,7 +166,8 @@ def header_section(ctx: Context) -> list[str]:
     if test:
         lines += [(f"Test split: {test['n_problems']} problems, "
                    f"{test['samples_per_group']} samples per prompt and seed, per replicate. "
-                   f"Replicates (training draws): {', '.join(ctx.inp.replicates) or 'none'}. "
+                   f"Replicates (training draws): {', '.join(ctx.inp.replicates) or 'none'}"
+                   f"{_chains_text(ctx)}. "
                    "The seed claims and the policies table are pooled over replicates, with "
                    "the replicate as the unit; every other table shows ONE draw, replicate "
                    f"`{ctx.inp.first}` (the first seed), and its p-values are that draw's paired "
@@ -175,6 +180,17 @@ def header_section(ctx: Context) -> list[str]:
         lines += [f"- `{path}` (stage `{stage}`)" for path, stage in ctx.inp.missing.items()]
         lines.append("")
     return lines
+
+
+def _chains_text(ctx: Context) -> str:
+    """Each chain's replicates, when some chain has other seeds than SFT's (a policy's are its
+    chain's; a pair is compared on the replicates both have)."""
+    own = {c: ctx.inp.tags_of(c) for c in CHAINS}
+    if all(tags == ctx.inp.replicates for tags in own.values()):
+        return ""
+    return " (SFT's; each chain's: " + "; ".join(
+        f"{c} {', '.join(tags)}" for c, tags in own.items() if c != "sft") + \
+        "; a pair is compared on the replicates both have)"
 
 
 def answers_section(ctx: Context) -> list[str]:
@@ -523,12 +539,12 @@ def seed_claims_table(ctx: Context) -> list[str]:
     from . import claims
 
     found = claims.evaluate(ctx.inp)
-    seeds = [int(t[1:]) for t in ctx.inp.replicates if t[1:].isdigit()]
+    chains = {chain: ctx.inp.seeds_of(chain) for chain in CHAINS}
     rows = [[c.claim + (f" ({c.note})" if c.note else ""),
              c.seed + (f"; scaled: {c.scaling}" if c.scaling else ""), c.run, c.per_replicate,
              c.check_cell(), c.test, c.rule, fmt_p(c.claim_p()), fmt_p(c.adjusted),
-             f"**{c.verdict()}**", c.needed(seeds, ctx.replicate_minutes),
-             _power_cell(c, len(seeds))] for c in found]
+             f"**{c.verdict()}**", c.needed(chains, ctx.chain_minutes),
+             _power_cell(c, c.n)] for c in found]
     n, fam = len(ctx.inp.replicates), len(claims.family(found))
     return ["## Seed claims vs this run", "",
             (f"{n} replicate(s) ({', '.join(ctx.inp.replicates) or 'none'}): every compared "
@@ -561,8 +577,11 @@ def seed_claims_table(ctx: Context) -> list[str]:
              f"decide**: for an inconclusive claim, the replicates at which its test has "
              f"{claims.POWER:.0%} power at the observed effect and at the seed's scaled one, from the "
              f"variance it estimated, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's "
-             "strictest step) / its number of tests; "
-             "adding seeds to `replicates.seeds` trains only the new replicates. The seeds "
+             "strictest step) / its number of tests, and the command that adds them to the "
+             "claim's chain (`replicates.<chain>`, and `replicates.seeds` for a seed SFT has "
+             "not trained: each chain has its own seeds, a claim's replicates are those its "
+             "pair has in common, and adding seeds trains only the new replicates), with their "
+             "cost (`report.chain_minutes`). The seeds "
              "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
             *md_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
                        "arm check", "test", "rule", "p (claim)", "p (Holm)", "verdict",
@@ -683,10 +702,10 @@ def _arrow(m: dict, key: str, nd: int = 3) -> str:
 
 def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures",
                    reference: str = "sft", best_of_n_policy: str | None = None,
-                   replicate_minutes: float | None = None) -> str:
+                   chain_minutes: Mapping[str, float] | None = None) -> str:
     """report.md: the seeds' tables filled from the metrics, each figure embedded (figure
     paths relative to the report: fig_rel/<name>.png)."""
-    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy, replicate_minutes)
+    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy, chain_minutes)
     return "\n".join(line for section in SECTIONS for line in section(ctx)).rstrip() + "\n"
 
 
@@ -694,12 +713,13 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
                   fig_dir: str | Path, configured=(), ipo_sources=IPO_SOURCES,
                   distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
                   best_of_n_policy: str | None = None, dpi: int = 100,
-                  replicates=None, replicate_minutes: float | None = None) -> Inputs:
+                  replicates=None, chain_minutes: Mapping[str, float] | None = None) -> Inputs:
     """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
 
     configured: every policy name of `evaluate`; ipo_sources / distill: the IPO pair sources
     and distill conditions this run trains (`ipo.sources`, `distill.conditions`); replicates:
-    `replicates.seeds` (None: the replicates found on disk).
+    each chain's seeds ({chain: seeds}, the `replicates` section; None: the replicates found
+    on disk, every chain's); chain_minutes: `report.chain_minutes`.
     """
     inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill, replicates)
     if require_all and inp.missing:
@@ -707,5 +727,5 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
     figures = write_figures(inp, fig_dir, dpi)
     fig_rel = Path(os.path.relpath(Path(fig_dir), Path(out_md).parent)).as_posix()
     write_text(out_md, build_markdown(inp, figures, fig_rel, reference, best_of_n_policy,
-                                      replicate_minutes))
+                                      chain_minutes))
     return inp

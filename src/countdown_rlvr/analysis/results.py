@@ -10,7 +10,9 @@ keys every file by its one-draw name (`rloo.json`, `eval/rloo.json`) and holds t
 replicate's copy: the tables that show one training draw read it and say so. `Inputs.runs`
 holds every replicate's copy, for what is pooled over replicates (the seed claims, the
 policies table); `Inputs.compare` is compare.json whole (per-replicate and pooled results),
-while `data["compare.json"]` is its first replicate's per-run block.
+while `data["compare.json"]` is its first replicate's per-run block. Each chain has its own
+seeds (`replicates.<chain>`): `Inputs.chains` holds each chain's tags, so an arm is checked,
+and a claim planned, on its own chain's replicates.
 
 Torch-free, and a leaf below report.py, figures.py and claims.py (none imports another's
 inputs code), so the three never disagree on a file, a run or a panel.
@@ -27,8 +29,10 @@ from typing import Any
 import numpy as np
 
 from ..core.arms import ARMS
+from ..core.config import CHAINS
 from ..data.pairs import SOURCES as IPO_SOURCES  # the pair sources (ipo.sources)
 from ..task.prompts import REPAIR_LABELS
+from .chains import evaluation_stage
 from .compare import NA  # the one "not available" cell of every table
 
 RL_RUNS = tuple(a.name for a in ARMS if a.curves)  # runs with per-step dvclive curves, required
@@ -64,6 +68,16 @@ class Inputs:
     replicates: list[str] = field(default_factory=list)  # r<seed> tags, the first one first
     compare: dict[str, Any] | None = None  # compare.json whole
     run_curves: dict[str, dict[str, dict]] = field(default_factory=dict)  # run -> tag -> curves
+    chains: dict[str, list[str]] = field(default_factory=dict)  # chain -> its r<seed> tags;
+    # empty when the seed lists are not known (every chain: `replicates`)
+
+    def tags_of(self, chain: str) -> list[str]:
+        """The replicate tags of `chain` (config.CHAINS)."""
+        return list(self.chains.get(chain, self.replicates))
+
+    def seeds_of(self, chain: str) -> list[int]:
+        """The seeds of `chain`, as `replicates.<chain>` lists them."""
+        return [int(t[1:]) for t in self.tags_of(chain) if t[1:].isdigit()]
 
     @property
     def first(self) -> str:
@@ -86,7 +100,7 @@ def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR
 
 def expected_inputs(policies, ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> dict[str, str]:
     """Every measurement file (one-draw name, relative to reports/details) -> its stage."""
-    files = {f"eval/{p}.json": f"evaluate@{p}" for p in policies}
+    files = {f"eval/{p}.json": evaluation_stage(p) for p in policies}
     files["compare.json"] = "compare"
     files["sft.json"] = "sft"
     files |= {f"ipo/{s}.json": f"ipo@{s}" for s in ipo_sources}
@@ -109,12 +123,19 @@ def read_curves(run_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _tags(details: Path, replicates) -> list[str]:
-    """The replicate tags: r<seed> for `replicates` (params order), else those on disk."""
+def _tags(details: Path, replicates) -> tuple[list[str], dict[str, list[str]]]:
+    """(every replicate tag, {chain: its tags}): r<seed> for `replicates` (params order: a
+    mapping {chain: seeds} as Replicates.chains() gives, or one list for every chain), else the
+    tags on disk (and no chain's own)."""
+    if isinstance(replicates, dict):
+        chains = {c: [f"r{s}" for s in replicates[c]] for c in CHAINS if c in replicates}
+        every = chains.get("sft") or [f"r{s}" for s in dict.fromkeys(
+            s for seeds in replicates.values() for s in seeds)]
+        return every, chains
     if replicates:
-        return [f"r{s}" for s in replicates]
+        return [f"r{s}" for s in replicates], {}
     found = {p.stem for p in details.rglob("r*.json") if p.stem[1:].isdigit()}
-    return sorted(found, key=lambda t: int(t[1:]))
+    return sorted(found, key=lambda t: int(t[1:])), {}
 
 
 def _read_runs(details: Path, rel: str, tags: list[str]) -> dict[str, Any]:
@@ -136,10 +157,11 @@ def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
     Expected: the files of this configuration (configured policies, `ipo_sources`, `distill`
     conditions) and the RLOO curves of REQUIRED_CURVES, in the first replicate at least (a
     policy evaluated for the first replicate only is complete with it). `replicates`: the
-    replicate seeds (`replicates.seeds`); None reads the tags found on disk.
+    seeds of each chain ({chain: seeds}, `replicates` of params.yaml: the SFT seeds are the
+    union), or one list for every chain; None reads the tags found on disk.
     """
     details, dvclive_dir = Path(details_dir), Path(dvclive_dir)
-    tags = _tags(details, replicates)
+    tags, chains = _tags(details, replicates)
     policies = report_policies(configured, ipo_sources, distill)
     stages = expected_inputs(policies, ipo_sources, distill)
     optional = expected_inputs(report_policies(configured), IPO_SOURCES, tuple(REPAIR_LABELS))
@@ -157,10 +179,11 @@ def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
               for run, by_tag in run_curves.items() if by_tag}
     missing = {(details / rel).as_posix(): stage
                for rel, stage in stages.items() if rel not in data}
-    missing |= {(dvclive_dir / f"rloo/{first}/plots/metrics" / f"**/{m}.tsv").as_posix(): "rloo"
-                for m in REQUIRED_CURVES if m not in curves.get("rloo", {})}
+    rloo_first = (chains.get("rloo") or tags or [SHARED])[0]
+    missing |= {(dvclive_dir / f"rloo/{rloo_first}/plots/metrics" / f"**/{m}.tsv").as_posix():
+                "rloo" for m in REQUIRED_CURVES if m not in curves.get("rloo", {})}
     return Inputs(data, curves, missing, policies, stages, runs, tags, compare,
-                  {r: c for r, c in run_curves.items() if c})
+                  {r: c for r, c in run_curves.items() if c}, chains)
 
 
 # --------------------------------------------------------------------------- formatting

@@ -19,9 +19,14 @@ The arms (countdown_rlvr.core.arms) make their stages: a matrix over a script's 
 (`rloo@<arm>-1`), a stage of its own for an arm of the first replicate only, their model
 artifacts and their curves in `dvc plots`.
 
-Every replicated stage is a DVC matrix over `replicates.seeds` (`sft@0`, `rloo@rloo-1`);
-the `_first` stages run the first seed only. Arguments that interpolate `${item...}` are
-quoted: a name never reaches the shell as code.
+Every replicated stage is a DVC matrix over the seeds of its chain (config.CHAINS): sft and
+diagnose over `replicates.seeds`, the others over their chain's list (`replicates.rloo`, ...,
+each a subset of it), so a seed added to one chain adds only that chain's stages; the
+`_first` stages (and the first-replicate arms) run their chain's first seed only. Each
+training stage has its evaluation, `evaluate_<stage>`, over the same matrix
+(`ipo@easyneg-1` -> `evaluate_ipo@easyneg-1`): every policy is sampled on the seeds
+of the chain that trains it. Arguments that interpolate `${item...}` are quoted: a name never
+reaches the shell as code.
 """
 
 from __future__ import annotations
@@ -36,15 +41,24 @@ from pathlib import Path
 import yaml
 
 from ..core.arms import arms
+from ..core.config import seeds_key
 from ..core.io import read_params, write_text
 from .imports import PACKAGE, ROOT, SRC, closure
 from .stage_params import ARMS, leaves, reads, resolved_keys
 
 OUT = ROOT / "dvc.yaml"
 WIDTH = 100  # the longest line of dvc.yaml, comments wrapped to fit
-SEEDS = "${replicates.seeds}"
-FIRST_SEED = ["${replicates.seeds.0}"]  # secondary arms: the first replicate seed only
 SEED = "${item.seed}"
+
+
+def seeds(chain: str) -> str:
+    """A chain's seed list as dvc.yaml interpolates it: `${replicates.rloo}`."""
+    return f"${{replicates.{seeds_key(chain)}}}"
+
+
+def first_seed(chain: str) -> list[str]:
+    """A chain's first seed, as a one-item matrix list: its secondary arms run it only."""
+    return [f"${{replicates.{seeds_key(chain)}.0}}"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,7 @@ class Out:
 class Stage:
     name: str
     note: str = ""  # the comment on the stage's line
+    chain: str = ""  # a replicated stage: the chain whose seeds its matrix runs over
     script: str = ""  # stages/<script>.py; default: the stage's name
     args: tuple[str, ...] = ()
     matrix: dict[str, str | list[str]] = field(default_factory=dict)
@@ -99,24 +114,52 @@ SKILL_PROBLEMS = Out(TRAIN, "the skill check samples the problems after the pair
 BASE, TEACHER = "data/models/base", "data/models/teacher"  # shared by every replicate
 
 
-def evaluation(name: str, note: str, policies: str, seeds: str | list[str]) -> Stage:
-    """An evaluate stage over replicated policies: one sample file per policy and seed."""
-    return Stage(name, note, script="evaluate", matrix={"policy": policies, "seed": seeds},
-                 args=("${item.policy}", SEED), inputs=(*TEST_SPLITS, model("${item.policy}")),
-                 outs=(f"data/eval/${{item.policy}}/r{SEED}.parquet",
-                       details(f"eval/${{item.policy}}/r{SEED}")))
+def evaluation(stage: Stage, policy: str, note: str = "", matrix: dict | None = None) -> Stage:
+    """`evaluate_<stage>`: the policy `stage` trains (`policy`, a name that may interpolate its
+    matrix items: `ipo_${item.source}`) sampled over the same matrix, so on the seeds of its
+    chain, which the script checks the seed against."""
+    note = note or f"samples what `{stage.name}` trains, on the same seeds " \
+        f"(replicates.{seeds_key(stage.chain)})"
+    return Stage(f"evaluate_{stage.name}", note,
+                 chain=stage.chain, script="evaluate", matrix=matrix or stage.matrix,
+                 args=(policy, stage.chain, SEED), inputs=(*TEST_SPLITS, model(policy)),
+                 outs=(f"data/eval/{policy}/r{SEED}.parquet", details(f"eval/{policy}/r{SEED}")))
+
+
+def with_evaluation(stage: Stage, policy: str, note: str = "") -> list[Stage]:
+    """A training stage and its evaluation."""
+    return [stage, evaluation(stage, policy, note)]
 
 
 def arm_stages(script: str, note: str, key: str, inputs: tuple) -> list[Stage]:
-    """The stages of `stages/<script>.py`'s arms (countdown_rlvr.core.arms): one matrix over its arms of
-    every replicate and the seeds (`${item.<key>}`), then a stage of its own for each arm of
-    the first replicate only."""
+    """The stages of `stages/<script>.py`'s arms (countdown_rlvr.core.arms), each with its
+    evaluation: one matrix over its arms of every replicate (`${item.<key>}`) and the seeds
+    of its chain (the chain is named as the script: `replicates.<script>`), then a stage of its
+    own for each arm of the first replicate only, on the chain's first seed."""
     first = [a for a in arms(script) if a.replicates == "first"]
-    return [Stage(script, note, matrix={key: list(ARMS[script]), "seed": SEEDS},
-                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}")),
-            *(Stage(a.name, f"{a.about}: a secondary arm, the first replicate seed only",
-                    script=script, matrix={"seed": FIRST_SEED}, args=(ARMS[a.name][0], SEED),
-                    inputs=inputs, outs=trained(a.name)) for a in first)]
+    every = Stage(script, note, chain=script, matrix={key: list(ARMS[script]),
+                                                      "seed": seeds(script)},
+                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}"))
+    return [*with_evaluation(every, f"${{item.{key}}}"),
+            *(s for a in first for s in with_evaluation(
+                Stage(a.name, f"{a.about}: a secondary arm, the first seed of replicates.{script}"
+                      " only", chain=script, script=script, matrix={"seed": first_seed(script)},
+                      args=(ARMS[a.name][0], SEED), inputs=inputs, outs=trained(a.name)),
+                a.name))]
+
+
+# `int` starts from each seed's SFT and RLOO policies; its policies are sampled when listed
+INT = Stage(
+    "int", "interventional training (S3 §4): a patch at the first wrong step, then RL on the "
+    "unsolved problems", chain="int", matrix={"seed": seeds("int")}, args=(SEED,),
+    inputs=("data/problems/unseen.jsonl",
+            Out("data/sft/train.jsonl", "the replay mixed into the patch"),
+            SFT, model("rloo")),
+    outs=(f"data/int/r{SEED}", *(model(m) for m in ("int_sft", "int", "int_plain_rl",
+                                                    "int_solver_sft")),
+          Out(f"dvclive/int/r{SEED}", "per-step curves of its sft, rloo, plain_rl, "
+              "solver_sft phases", cache=False),
+          details(f"int/r{SEED}")))
 
 
 STAGES = [
@@ -148,61 +191,59 @@ STAGES = [
           inputs=(TRAIN, "data/traces/solver.jsonl", "data/traces/teacher_samples.parquet",
                   BASE),
           outs=("data/pairs", details("pairs"))),
-    Stage("sft", "the student, once per replicate seed: sft@0, sft@1, ...",
-          matrix={"seed": SEEDS}, args=(SEED,),
-          inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE),
-          outs=trained("sft")),
-    Stage("ipo", "one stage per pairs source and replicate: ipo@scripted-0, ipo@easyneg-0, ...",
-          matrix={"source": "${ipo.sources}", "seed": SEEDS}, args=("${item.source}", SEED),
-          inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
-          outs=trained("ipo_${item.source}", "ipo/${item.source}")),
-    Stage("ipo_first", "a pairs source no seed claim uses (base): the first replicate seed only",
-          script="ipo", matrix={"source": "${ipo.first_replicate_sources}", "seed": FIRST_SEED},
-          args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
-          outs=trained("ipo_${item.source}", "ipo/${item.source}")),
+    *with_evaluation(Stage(
+        "sft", "the student, once per seed of replicates.seeds (every chain's are among them)",
+        chain="sft", matrix={"seed": seeds("sft")}, args=(SEED,),
+        inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE), outs=trained("sft")),
+        "sft"),
+    *with_evaluation(Stage(
+        "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-0, ...",
+        chain="ipo", matrix={"source": "${ipo.sources}", "seed": seeds("ipo")},
+        args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
+        outs=trained("ipo_${item.source}", "ipo/${item.source}")), "ipo_${item.source}"),
+    *with_evaluation(Stage(
+        "ipo_first", "a pairs source no seed claim uses (base): the first seed of "
+        "replicates.ipo only", chain="ipo", script="ipo",
+        matrix={"source": "${ipo.first_replicate_sources}", "seed": first_seed("ipo")},
+        args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
+        outs=trained("ipo_${item.source}", "ipo/${item.source}")), "ipo_${item.source}"),
     *arm_stages("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: "
                 "its keys over rloo's); `dvc exp run -S rloo.reward=shaped`", "arm",
                 inputs=(TRAIN, SFT)),
     *arm_stages("opd", "on-policy distillation from the teacher (S4 §3.3) and the anti-collapse "
                 "variant, both from the SFT policy with the same budget", "variant",
                 inputs=(TRAIN, SFT, TEACHER)),
-    Stage("diagnose", "from the SFT policy's own evaluation samples (evaluate@sft-<seed>); a "
+    Stage("diagnose", "from the SFT policy's own evaluation samples (evaluate_sft@<seed>); a "
           "measurement only: repair samples its attempts on train problems, never on these "
-          "test ones",
-          matrix={"seed": SEEDS}, args=(SEED,), inputs=(f"data/eval/sft/r{SEED}.parquet",),
+          "test ones", chain="sft",
+          matrix={"seed": seeds("sft")}, args=(SEED,), inputs=(f"data/eval/sft/r{SEED}.parquet",),
           outs=(details(f"diagnose/r{SEED}"),)),
     Stage("repair", "attempts: the SFT policy's failed samples on the last repair.n_problems "
-          "train problems", matrix={"seed": SEEDS}, args=(SEED,), inputs=(TRAIN, SFT),
-          outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"))),
-    Stage("distill", "one stage per repair condition and replicate: distill@R-0, ..., distill@R-2",
-          matrix={"condition": "${distill.conditions}", "seed": SEEDS},
-          args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),
-          outs=trained("distill_${item.condition}", "distill/${item.condition}")),
-    Stage("distill_first", "S0 Table 3's other conditions (F1 ... Fshuf): the first replicate "
-          "seed only", script="distill",
-          matrix={"condition": "${distill.first_replicate_conditions}", "seed": FIRST_SEED},
-          args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),
-          outs=trained("distill_${item.condition}", "distill/${item.condition}")),
-    Stage("int", "interventional training (S3 §4): a patch at the first wrong step, then RL on "
-          "the unsolved problems", matrix={"seed": SEEDS}, args=(SEED,),
-          inputs=("data/problems/unseen.jsonl",
-                  Out("data/sft/train.jsonl", "the replay mixed into the patch"),
-                  SFT, model("rloo")),
-          outs=(f"data/int/r{SEED}", *(model(m) for m in ("int_sft", "int", "int_plain_rl",
-                                                          "int_solver_sft")),
-                Out(f"dvclive/int/r{SEED}", "per-step curves of its sft, rloo, plain_rl, "
-                    "solver_sft phases", cache=False),
-                details(f"int/r{SEED}"))),
+          "train problems", chain="repair", matrix={"seed": seeds("repair")}, args=(SEED,),
+          inputs=(TRAIN, SFT), outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"))),
+    *with_evaluation(Stage(
+        "distill", "one stage per repair condition and seed of replicates.repair: distill@R-0, "
+        "...", chain="repair", matrix={"condition": "${distill.conditions}",
+                                       "seed": seeds("repair")},
+        args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),
+        outs=trained("distill_${item.condition}", "distill/${item.condition}")),
+        "distill_${item.condition}"),
+    *with_evaluation(Stage(
+        "distill_first", "S0 Table 3's other conditions (F1 ... Fshuf): the first seed of "
+        "replicates.repair only", chain="repair", script="distill",
+        matrix={"condition": "${distill.first_replicate_conditions}",
+                "seed": first_seed("repair")},
+        args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),
+        outs=trained("distill_${item.condition}", "distill/${item.condition}")),
+        "distill_${item.condition}"),
+    INT,
+    evaluation(INT, "${item.policy}", "the int stage's policies of evaluate.int_policies "
+               "(opt-in: the S3 claim reads int's own problems)",
+               matrix={"policy": "${evaluate.int_policies}", "seed": seeds("int")}),
     Stage("evaluate_shared", "the fixed inputs, sampled once: evaluate_shared@base, ...",
           script="evaluate", foreach="${evaluate.shared}", args=("${item}",),
           inputs=(*TEST_SPLITS, "data/models/${item}"),
           outs=("data/eval/${item}/shared.parquet", details("eval/${item}/shared"))),
-    evaluation("evaluate", "every replicated policy once per replicate seed: evaluate@sft-0, ...",
-               "${evaluate.policies}", SEEDS),
-    evaluation("evaluate_control", "the claims' control arms (evaluate.controls), every "
-               "replicate seed", "${evaluate.controls}", SEEDS),
-    evaluation("evaluate_first", "secondary policies: the first replicate seed only",
-               "${evaluate.first_replicate_only}", FIRST_SEED),
     Stage("compare", "per-replicate paired effects, pooled tests whose unit is the replicate",
           inputs=(Out("data/eval", "the records of every evaluate stage"),),
           outs=(Out("reports/compare.md", cache=False),
@@ -261,7 +302,8 @@ HEADER = """\
 ARTIFACTS_NOTE = """\
 # The trained policies, as DVC model-registry artifacts (`dvc artifacts get`). Each model
 # dir carries a README.md model card (prompt format, params, training summary). A replicated
-# policy's first replicate is listed; the others are its siblings r1, r2, ...
+# policy's replicate r0 is listed (seed 0 is in every chain's default list; the list is static,
+# not interpolated); the others are its siblings r1, r2, ...
 """
 PLOTS_NOTE = """\
 # `dvc plots show` / `dvc plots diff main other-branch`: every file below is in git

@@ -11,8 +11,8 @@ that inherit `rloo.reward` (the arms that do not set it, int), not an arm that s
 `READS`, so a bad value stops `dvc repro` before DVC removes any stage's outputs, with every
 problem of the params listed at once (`check_all`).
 
-Not listed: `replicates.seeds`. A replicated stage only checks that its seed is in the list;
-adding a seed must train the new replicate only, not re-run every existing one.
+Not listed: `replicates.*`. A replicated stage only checks that its seed is in its chain's
+list; adding a seed must train the new replicate only, not re-run every existing one.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ class Section:
 # A plain string is one key (or a whole section) read as is.
 EVAL_LISTS = ("evaluate.shared", "evaluate.policies", "evaluate.controls",
               "evaluate.first_replicate_only")
+# compare and report read every chain's seeds (which replicates each policy has); built, so
+# that the params check runs the chain lists' relations (config.Replicates)
+REPLICATES = Section("replicates", C.Replicates)
 READS: dict[str, Any] = {
     "problems": lambda: [Section("problems", C.Problems)],
     "base": lambda: [*MODEL_RUN, "model.base", "model.tiny_preset", "model.seed",
@@ -69,19 +72,19 @@ READS: dict[str, Any] = {
     "int": lambda: [*MODEL_RUN, Section("int", C.Interventions),
                     Section("int.rloo", C.RL, "rloo"), "sampler", "traces.styles", *STYLE],
     "evaluate": lambda: [*MODEL_RUN, Section("evaluate", C.Evaluate, skip=(
-        "shared", "policies", "controls", "first_replicate_only")),
+        "shared", "policies", "controls", "first_replicate_only", "int_policies")),
                          "sampler", *STYLE],
-    "compare": lambda: [Section("compare", C.Compare), *EVAL_LISTS, "replicates"],
-    "report": lambda: [Section("report", C.Report), "replicates", *EVAL_LISTS, "ipo.sources",
+    "compare": lambda: [Section("compare", C.Compare), *EVAL_LISTS, REPLICATES],
+    "report": lambda: [Section("report", C.Report), REPLICATES, *EVAL_LISTS, "ipo.sources",
                        "ipo.first_replicate_sources", "distill.conditions",
                        "distill.first_replicate_conditions"],
 }
 # dvc.yaml stages that run another stage's script with the same reads: an arm's stage of
-# its own (countdown_rlvr.core.arms), then the `_first` and evaluation stages
+# its own (countdown_rlvr.core.arms), then the `_first` stages; every evaluation stage
+# (`evaluate_<stage>`, `evaluate_shared`: EVALUATION) reads as `evaluate`
 SAME_AS = {**{a.stage: a.script for a in A.ARMS if a.stage != a.script},
-           "ipo_first": "ipo", "distill_first": "distill",
-           "evaluate_shared": "evaluate", "evaluate_first": "evaluate",
-           "evaluate_control": "evaluate"}
+           "ipo_first": "ipo", "distill_first": "distill"}
+EVALUATION = "evaluate_"  # the prefix of the evaluation stages (cli.experiment.evaluation)
 # dvc.yaml stage -> the arms it trains (countdown_rlvr.core.arms), in ARMS order
 ARMS: dict[str, tuple[str, ...]] = {}
 for _a in A.ARMS:
@@ -89,9 +92,14 @@ for _a in A.ARMS:
 del _a
 
 
+def script_of(stage: str) -> str:
+    """The READS entry of a dvc.yaml stage."""
+    return "evaluate" if stage.startswith(EVALUATION) else SAME_AS.get(stage, stage)
+
+
 def reads(stage: str, arm: str | None = None) -> list:
     """What the dvc.yaml stage `stage` (its `arm` for a stage that trains arms) reads."""
-    fn = READS[SAME_AS.get(stage, stage)]
+    fn = READS[script_of(stage)]
     return fn(arm or ARMS[stage][0]) if stage in ARMS else fn()
 
 
@@ -195,6 +203,8 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
     out = []
     if ok("evaluate"):
         out += _evaluate_relations(params, ok)
+    if ok("evaluate", "ipo", "distill"):
+        out += _sampling_relations(params)
     if ok("ipo"):
         out += _ipo_relations(params)
     if ok("repair", "distill"):
@@ -219,6 +229,47 @@ def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
         if unknown := [x for x in pair if x not in ev.all()]:
             out.append(f"`compare.pairs` names {unknown}, not in `evaluate` {ev.all()}; add "
                        "them there or fix the pair")
+    return out
+
+
+# how a policy of a chain gets an evaluate stage (sft and the arms always have one)
+SAMPLE_IT = {"ipo": "add its source to `ipo.sources` (every seed) or "
+                    "`ipo.first_replicate_sources` (the first)",
+             "repair": "add its condition to `distill.conditions` (every seed) or "
+                       "`distill.first_replicate_conditions` (the first)",
+             "int": "add it to `evaluate.int_policies`"}
+
+
+def _sampling_relations(params: dict) -> list[str]:
+    """The evaluate lists name policies that an evaluate stage samples, on the seeds compare
+    reads (every seed of its chain, or the first): else compare would stop for want of
+    records, after every evaluation ran."""
+    from ..analysis.chains import INT_POLICIES, chain_of, sampled  # torch-free
+
+    ev = C.from_section(C.Evaluate, "check_params", params, "evaluate")
+    out, every = [], sampled(params)
+    for key, names, all_seeds in (("policies", ev.policies, True),
+                                  ("controls", ev.controls, True),
+                                  ("first_replicate_only", ev.first_replicate_only, False)):
+        for p in names:
+            chain = chain_of(p)
+            if chain is None:
+                out.append(f"`evaluate.{key}` names {p!r}, which no stage trains per seed (a "
+                           "policy trained once goes in `evaluate.shared`); fix or remove it")
+            elif p not in every:
+                out.append(f"`evaluate.{key}` names {p!r}, which no evaluate stage samples with "
+                           f"these params; {SAMPLE_IT[chain]}, or remove it")
+            elif all_seeds and not every[p]:
+                out.append(f"`evaluate.{key}` names {p!r}, which is trained and sampled on the "
+                           f"first seed of replicates.{C.seeds_key(chain)} only; move it to "
+                           "`evaluate.first_replicate_only`")
+    if other := [p for p in ev.int_policies if p not in INT_POLICIES]:
+        out.append(f"`evaluate.int_policies` has {other}, which the int stage does not train "
+                   f"(it trains {list(INT_POLICIES)}); remove them")
+    if unread := [p for p in ev.int_policies if p in INT_POLICIES
+                  and p not in (*ev.policies, *ev.controls, *ev.first_replicate_only)]:
+        out.append(f"`evaluate.int_policies` samples {unread}, which no evaluate list reports; "
+                   "add them to `evaluate.policies` or `evaluate.controls`, or remove them")
     return out
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .config import CHAINS
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -22,7 +24,8 @@ class Arm:
     (data/models/<name>/r<seed>, dvclive/<name>/r<seed>, reports/details/<name>/r<seed>.json)
     and what the pipeline does with it."""
     name: str
-    script: str  # stages/<script>.py trains it (`rloo`, `opd`): its kind of training
+    script: str  # stages/<script>.py trains it (`rloo`, `opd`): its kind of training, and
+    # its chain: it trains on the seeds of `replicates.<script>`
     replicates: str = "all"  # "all": every replicate seed, in the `<script>` stage's matrix;
     # "first": the first replicate seed only, in a dvc.yaml stage of its own name
     check: str | None = None  # the checks.py function its claims rest on (checks.CHECKS)
@@ -35,6 +38,10 @@ class Arm:
         if self.replicates not in ("all", "first"):
             raise ValueError(f"arm {self.name}: replicates is 'all' or 'first', "
                              f"not {self.replicates!r}")
+        if self.script not in CHAINS:  # its stages run over `replicates.<script>`
+            raise ValueError(f"arm {self.name}: its script {self.script!r} is not a chain of "
+                             f"config.CHAINS ({', '.join(CHAINS)}); a new kind of arm needs "
+                             "its own seed list there and in `replicates`")
 
     @property
     def inherits(self) -> str | None:

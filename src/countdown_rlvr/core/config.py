@@ -156,6 +156,15 @@ Preset = Annotated[str, choice("student", "teacher")]
 Operands = Annotated[list[int], list_of(integer(2, MAX_NUMBERS))]
 
 
+def per_chain(rule: Rule) -> Rule:
+    """A mapping with one value per chain (CHAINS), each passing `rule`."""
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, dict) and set(v) == set(CHAINS) and not any(rule(x) for x in v.values())
+        return None if ok else f"a mapping of every chain ({', '.join(CHAINS)}) to " \
+            f"{rule(object())}"
+    return check
+
+
 def per_source_cap(v: Any) -> str | None:
     return None if v is None or v == "min" or POS(v) is None else \
         "a positive integer, min (the smallest source's count) or null"
@@ -650,24 +659,87 @@ class Interventions:
                              "construction")
 
 
+# The claim chains, each trained from SFT on its own seed list (`replicates.<chain>`, a subset
+# of `replicates.seeds`, SFT's): sft (SFT, its evaluation, diagnose), ipo (ipo, ipo_first),
+# rloo (the RLOO arms), opd (the OPD arms), repair (repair, distill, distill_first) and int.
+# Why lists per chain: a claim is decided by its chain's replicates, and the cheap chains can
+# afford more of them than the costly ones (docs/statistics.md, "Planning the next run").
+CHAINS = ("sft", "ipo", "rloo", "opd", "repair", "int")
+# chain -> the chain whose policy of the same seed it starts from or compares with: every
+# chain trains from SFT, and int also compares with the RLOO policy of its seed (`int@<seed>`
+# reads data/models/rloo/r<seed>), so each chain's seeds must be among its upstream's
+UPSTREAM = {"ipo": "sft", "rloo": "sft", "opd": "sft", "repair": "sft", "int": "rloo"}
+
+
+def chain_path(chain: str) -> list[str]:
+    """The chain and those upstream of it, up to sft (int -> [int, rloo, sft]): a seed of the
+    chain must be in each of their lists."""
+    out = [chain]
+    while out[-1] in UPSTREAM:
+        out.append(UPSTREAM[out[-1]])
+    return out
+
+
+def seeds_key(chain: str) -> str:
+    """The `replicates` key of a chain's seeds: `seeds` (SFT's, the union) or the chain's."""
+    return "seeds" if chain == "sft" else chain
+
+
 @dataclass(frozen=True)
 class Replicates:
-    """`replicates`: the training seeds every compared policy is trained and evaluated with."""
-    seeds: Seeds  # one replicate per seed (`<stage>@<seed>`); seeds move by replicates.STRIDE
+    """`replicates`: the training seeds each chain is trained and evaluated with."""
+    seeds: Seeds  # SFT's (sft, its evaluation, diagnose): every chain's seeds are among these
+    ipo: Seeds  # `ipo@<source>-<seed>`; `ipo_first` takes the first
+    rloo: Seeds  # the RLOO arms (`rloo@<arm>-<seed>`); a first-replicate arm takes the first
+    opd: Seeds  # the OPD arms (`opd@<variant>-<seed>`)
+    repair: Seeds  # `repair@<seed>` and `distill@<condition>-<seed>`; `distill_first`: the first
+    int: Seeds  # `int@<seed>`; each also in `rloo` (int compares with RLOO's policy)
 
     def __post_init__(self):
-        if len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"replicates.seeds must not repeat a seed, got {self.seeds}")
+        problems = []
+        for chain in CHAINS:
+            key, seeds = seeds_key(chain), self.of(chain)
+            if twice := sorted({s for s in seeds if seeds.count(s) > 1}):
+                problems.append(f"replicates.{key} repeats seed(s) {twice} ({seeds}); list each "
+                                "seed once (a seed trains one replicate)")
+            up = UPSTREAM.get(chain)
+            if up is None:
+                continue
+            if missing := [s for s in seeds if s not in self.of(up)]:
+                what, it = (f"seed {missing[0]}", "it") if len(missing) == 1 else \
+                    (f"seeds {missing}", "them")
+                why = "SFT trains it first" if up == "sft" else \
+                    f"`{chain}@<seed>` reads the {up} policy of its seed"
+                problems.append(f"replicates.{key} has {what} not in replicates.{seeds_key(up)}; "
+                                f"add {it} to replicates.{seeds_key(up)} ({why}) or drop {it}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def of(self, chain: str) -> list[int]:
+        """The seeds of `chain` (one of CHAINS)."""
+        if chain not in CHAINS:
+            raise KeyError(f"unknown chain {chain!r}; chains: {', '.join(CHAINS)}")
+        return getattr(self, seeds_key(chain))
+
+    def chains(self) -> dict[str, list[int]]:
+        """{chain: its seeds}, in CHAINS order."""
+        return {chain: self.of(chain) for chain in CHAINS}
 
 
 @dataclass(frozen=True)
 class Evaluate:
-    """`evaluate`: samples of every policy on the held-out splits."""
+    """`evaluate`: samples of every policy on the held-out splits.
+
+    Which replicated policies are sampled follows from the stages that train them (each
+    training stage has its evaluation, `evaluate_<stage>`, over the same matrix); the lists
+    below say which of them compare, the report and the headline read (and `int_policies`,
+    which of the int stage's policies are sampled at all)."""
     shared: MaybeNames  # trained once (fixed inputs): data/models/<name>
-    policies: Names  # trained per replicate: data/models/<name>/r<seed>, every seed
+    policies: Names  # trained per replicate: data/models/<name>/r<seed>, every seed of its chain
     controls: MaybeNames  # trained per replicate like `policies`, shown in the report's tables,
     # not in the DVC headline (a claim's control arms: int_sft, int_plain_rl)
-    first_replicate_only: MaybeNames  # secondary policies: only the first replicate seed
+    first_replicate_only: MaybeNames  # secondary policies: only its chain's first seed
+    int_policies: MaybeNames  # the int stage's policies sampled on the test split (opt-in)
     splits: Splits  # data/problems/<split>.jsonl files
     n: Pos  # samples per prompt and seed
     seeds: Seeds  # sampling seeds
@@ -718,7 +790,8 @@ class Report:
     reference: Annotated[str, name]  # policy every table row is tested against
     best_of_n_policy: Annotated[str | None, optional(name)]  # S4 Table 2's; null = best pass@1
     dpi: Pos  # figure resolution
-    replicate_minutes: Rate  # CPU minutes one more replicate costs (it trains every chain)
+    # CPU minutes one more replicate of each chain costs (its stages and its evaluations)
+    chain_minutes: Annotated[dict[str, float], per_chain(RATE)]
 
 
 # every params.yaml section but the arms' (core.arms: each overrides its script's section, and

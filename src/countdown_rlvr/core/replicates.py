@@ -3,8 +3,11 @@
 A run's verdicts should survive another training draw: the same code on another CPU, or with
 one seed changed, trains a different policy, and that difference is larger than most effects
 a single run can show. So every policy the report compares is trained and evaluated once per
-entry of `replicates.seeds` (DVC `matrix` stages named `<stage>@<seed>`), and the statistics
-treat the replicate as their unit (`countdown_rlvr.stats`, `countdown_rlvr.analysis.claims`).
+seed of its chain (DVC `matrix` stages named `<stage>@<seed>`): `replicates.seeds` for SFT,
+and one list per chain trained from it (`replicates.rloo`, ...: config.CHAINS, each a subset
+of `replicates.seeds`, so a cheap chain can have more replicates than a costly one). The
+statistics treat the replicate as their unit (`countdown_rlvr.stats`,
+`countdown_rlvr.analysis.claims`).
 
 What a replicate changes: every seed of the stage's params section (`seed`, `eval_seed`, the
 seeds of nested blocks such as `int.sft`) becomes `seed + STRIDE * replicate` -- data order,
@@ -70,16 +73,24 @@ def run_name(name: str, replicate: int) -> str:
     return f"{name}/{tag(replicate)}"
 
 
-def parse_replicate(stage: str, arg: str | None, params: dict[str, Any]) -> int:
-    """The replicate seed a stage was started with (its last argument), checked against
-    `replicates.seeds`; a clear error naming the usage otherwise."""
-    from .config import Replicates, from_section
+def parse_replicate(stage: str, arg: str | None, params: dict[str, Any],
+                    chain: str = "sft") -> int:
+    """The replicate seed a stage was started with (its last argument), checked against its
+    chain's seeds (`replicates.<chain>`; sft's: `replicates.seeds`); a clear error naming
+    the usage and the fix otherwise."""
+    from .config import Replicates, chain_path, from_section, seeds_key
     from .errors import StageError
 
-    seeds = from_section(Replicates, stage, params, "replicates").seeds
+    rep = from_section(Replicates, stage, params, "replicates")
+    seeds = rep.of(chain)
     if arg is None or not arg.lstrip("-").isdigit() or int(arg) not in seeds:
-        got = "no replicate seed given" if arg is None else f"replicate {arg!r} is not in " \
-            "`replicates.seeds`"
+        key = f"replicates.{seeds_key(chain)}"
+        got = "no replicate seed given" if arg is None else f"replicate {arg!r} is not in `{key}`"
+        # the lists a new seed must join: the chain's and those upstream lacking it
+        lack = [] if arg is None or not arg.isdigit() else [
+            f"`replicates.{seeds_key(c)}`" for c in chain_path(chain)[1:]
+            if int(arg) not in rep.of(c)]
+        add = f"`{key}`" + (f" (and {', '.join(lack)})" if lack else "")
         raise StageError(stage, f"{got}; pass one of {seeds} as the stage's last argument "
-                                f"(`dvc repro {stage}@<seed>` does) or add it to `replicates.seeds`")
+                                f"(`dvc repro {stage}@<seed>` does) or add it to {add}")
     return int(arg)

@@ -187,12 +187,13 @@ def load_stage(stage: str, cls, path: str | None = None, inherit: str | None = N
 
 
 def load_replicate_stage(stage: str, cls, replicate: str | None, path: str | None = None,
-                         inherit: str | None = None):
+                         inherit: str | None = None, chain: str = "sft"):
     """`load_stage` for a stage that runs once per replicate seed: `replicate` is its last
-    command-line argument, checked against `replicates.seeds`, and the config's seeds move to
-    that replicate's stream (`replicates.for_replicate`). Returns (params, config, seed)."""
+    command-line argument, checked against its chain's seeds (`replicates.<chain>`, sft's:
+    `replicates.seeds`), and the config's seeds move to that replicate's stream
+    (`replicates.for_replicate`). Returns (params, config, seed)."""
     params, cfg = load_stage(stage, cls, path, inherit)
-    r = parse_replicate(stage, replicate, params)
+    r = parse_replicate(stage, replicate, params, chain)
     return params, for_replicate(cfg, r), r
 
 

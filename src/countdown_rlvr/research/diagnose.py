@@ -1,6 +1,6 @@
 """Zero-signal diagnosis (S0 §3.2, §5.1): how often does binary RLVR see no contrast?
 
-The samples are the SFT policy's own evaluation records (stage `evaluate@sft-<seed>`, split
+The samples are the SFT policy's own evaluation records (stage `evaluate_sft@<seed>`, split
 `test`), cut into groups of K, so the diagnosis and S0 Table 3's SFT row are one set of
 numbers from the same samples and the same K (`metrics.diagnostics_at_k`); this module only
 flattens them into S0's diagnostic row. The failed attempts `repair` starts from are its own
