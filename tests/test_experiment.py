@@ -25,7 +25,10 @@ def test_generated_yaml_lists_the_table_in_order():
     assert list(doc["stages"]) == [s.name for s in STAGES]
     assert doc["stages"]["ipo_first"]["deps"] == doc["stages"]["ipo"]["deps"]  # an alias
     assert experiment.generate().startswith("# GENERATED from src/countdown_rlvr/cli/experiment.py")
-    assert max(map(len, experiment.generate().splitlines())) <= experiment.WIDTH
+    # comments are wrapped to WIDTH; a path (a plot file under its chain's first seed,
+    # `${replicates.rloo.0}`) cannot be, and is the only thing allowed past it
+    long = [ln for ln in experiment.generate().splitlines() if len(ln) > experiment.WIDTH]
+    assert all("${replicates." in ln and "#" not in ln for ln in long), long
 
 
 def test_code_deps_are_the_import_closure_with_whole_packages_as_directories():
@@ -127,3 +130,18 @@ def test_the_chain_each_evaluation_is_given_is_the_chain_that_trains_its_policy(
             assert chain_of(name) == chain, (stage.name, name)
             checked += 1
     assert checked >= 1 + 2 * len(SOURCES) + 3 + 2 * len(REPAIR_LABELS) + len(INT_POLICIES)
+
+
+def test_artifacts_and_curves_name_each_chains_first_seed():
+    """The registry's models and the training curves are the first replicate's: its chain's
+    first seed, interpolated by DVC (a default run need not include seed 0)."""
+    doc = yaml.safe_load(experiment.generate())
+    paths = {k: v["path"] for k, v in doc["artifacts"].items()}
+    assert paths["sft"] == "data/models/sft/r${replicates.seeds.0}"
+    assert paths["rloo_shaped"] == "data/models/rloo_shaped/r${replicates.rloo.0}"
+    assert paths["distill_R"] == "data/models/distill_R/r${replicates.repair.0}"
+    assert paths["opd_ac"] == "data/models/opd_ac/r${replicates.opd.0}"
+    files = [f for plot in doc["plots"] if isinstance(plot, dict) for spec in plot.values()
+             for f in spec["y"]]
+    assert "dvclive/sft/r${replicates.seeds.0}/plots/metrics/train/loss.tsv" in files
+    assert not [f for f in files if "/r0/" in f]

@@ -47,7 +47,7 @@ from .imports import PACKAGE, ROOT, SRC, closure
 from .stage_params import ARMS, leaves, reads, resolved_keys
 
 OUT = ROOT / "dvc.yaml"
-WIDTH = 100  # the longest line of dvc.yaml, comments wrapped to fit
+WIDTH = 100  # dvc.yaml's comments are wrapped to fit (a long interpolated path cannot be)
 SEED = "${item.seed}"
 
 
@@ -56,9 +56,14 @@ def seeds(chain: str) -> str:
     return f"${{replicates.{seeds_key(chain)}}}"
 
 
+def first(chain: str) -> str:
+    """A chain's first seed as dvc.yaml interpolates it in a path: `${replicates.rloo.0}`."""
+    return f"${{replicates.{seeds_key(chain)}.0}}"
+
+
 def first_seed(chain: str) -> list[str]:
     """A chain's first seed, as a one-item matrix list: its secondary arms run it only."""
-    return [f"${{replicates.{seeds_key(chain)}.0}}"]
+    return [first(chain)]
 
 
 @dataclass(frozen=True)
@@ -264,21 +269,23 @@ STAGES = [
 ARTIFACTS = {
     "base": ("data/models/base", "the pre-trained tiny base (shared by every replicate)"),
     "teacher": ("data/models/teacher", "the frozen teacher behind teacher traces and OPD (shared)"),
-    "sft": ("data/models/sft/r0", "the student after SFT on the deduplicated traces"),
-    "ipo_scripted": ("data/models/ipo_scripted/r0",
+    "sft": (model("sft", first("sft")), "the student after SFT on the deduplicated traces"),
+    "ipo_scripted": (model("ipo_scripted", first("ipo")),
                      "IPO from SFT on scripted (solver / operator-flip) pairs"),
-    "ipo_easyneg": ("data/models/ipo_easyneg/r0", "IPO from SFT on teacher easy-negative pairs"),
-    "ipo_hardneg": ("data/models/ipo_hardneg/r0", "IPO from SFT on teacher near-miss pairs"),
-    **{a.name: (model(a.name, "0"), a.about) for a in arms() if a.replicates == "all"},
-    "distill_R": ("data/models/distill_R/r0", "self-distillation on successful resample repairs"),
-    "int": ("data/models/int/r0", "intervention patch, then RL on the unsolved problems"),
+    "ipo_easyneg": (model("ipo_easyneg", first("ipo")),
+                    "IPO from SFT on teacher easy-negative pairs"),
+    "ipo_hardneg": (model("ipo_hardneg", first("ipo")), "IPO from SFT on teacher near-miss pairs"),
+    **{a.name: (model(a.name, first(a.script)), a.about) for a in arms() if a.replicates == "all"},
+    "distill_R": (model("distill_R", first("repair")),
+                  "self-distillation on successful resample repairs"),
+    "int": (model("int", first("int")), "intervention patch, then RL on the unsolved problems"),
 }
 
 
 def _runs(script: str | None = None, every: bool = False) -> list[str]:
     """The first replicate's dvclive runs of `script`'s arms (every script's when None): the
     report RL runs (Arm.curves), or every arm."""
-    return [f"{a.name}/r0" for a in arms(script) if every or a.curves]
+    return [f"{a.name}/r{first(a.script)}" for a in arms(script) if every or a.curves]
 
 
 # `dvc plots`: title -> (y label, the dvclive metric, the runs drawn); x is the optimizer step.
@@ -291,7 +298,7 @@ CURVES = {
                            _runs("rloo")),
     "RL forward KL to the teacher": ("per-token forward KL", "forward_kl", _runs("opd")),
     "RL entropy": ("per-token entropy", "entropy", _runs()),
-    "SFT loss": ("completion cross-entropy", "loss", ["base", "teacher", "sft/r0"]),
+    "SFT loss": ("completion cross-entropy", "loss", ["base", "teacher", f"sft/r{first('sft')}"]),
 }
 
 HEADER = """\
@@ -302,14 +309,14 @@ HEADER = """\
 ARTIFACTS_NOTE = """\
 # The trained policies, as DVC model-registry artifacts (`dvc artifacts get`). Each model
 # dir carries a README.md model card (prompt format, params, training summary). A replicated
-# policy's replicate r0 is listed (seed 0 is in every chain's default list; the list is static,
-# not interpolated); the others are its siblings r1, r2, ...
+# policy's first replicate is listed (its chain's first seed, interpolated from params.yaml);
+# the others are its siblings r<seed> for the chain's other seeds.
 """
 PLOTS_NOTE = """\
 # `dvc plots show` / `dvc plots diff main other-branch`: every file below is in git
 # (`cache: false`), so the plots render in a fresh clone without the data cache. The training
-# curves are replicate r0's (the first default seed); reports/figures/rl_curves.png draws every
-# replicate. reports/figures: the report's figures (PNG).
+# curves are the first replicate's (each chain's first seed); reports/figures/rl_curves.png draws
+# every replicate. reports/figures: the report's figures (PNG).
 """
 
 
