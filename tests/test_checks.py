@@ -58,16 +58,27 @@ def test_ipo_must_keep_sfts_skill_within_the_stated_margin():
     assert margin_rises({**rises, "skill_sft": None, "skill_ipo": 0.08}) is None
 
 
+TIER = {"first_tier_pass_rate_first": 0.1, "first_tier_pass_rate_final": 0.3}
+
+
 @pytest.mark.parametrize(("m", "ok"), [
-    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
-      "tier_unlock_step": 40}, True),
-    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
+    ({**TIER, "curriculum": True, "steps": 100, "tier_unlock_step": 40}, True),
+    ({**TIER, "curriculum": True, "steps": 100,
       "tier_unlock_step": 75}, False),  # unlocked too late: 75 is not < 0.75 * 100
-    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
+    ({**TIER, "curriculum": True, "steps": 100,
       "tier_unlock_step": None}, False),  # never unlocked
+    # with a curriculum the first tier's rate decides: all rollouts' rate falls once the
+    # 4-number tier joins (the 2,400-step student: 0.424 -> 0.382), the first tier's need not
+    ({**TIER, "pass_rate_first": 0.42, "pass_rate_final": 0.38, "curriculum": True,
+      "steps": 100, "tier_unlock_step": 8}, True),
+    ({"first_tier_pass_rate_first": 0.42, "first_tier_pass_rate_final": 0.40,
+      "pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
+      "tier_unlock_step": 8}, False),
+    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100,
+      "tier_unlock_step": 8}, None),  # details from before the first tier's rate was logged
     ({"pass_rate_first": 0.3, "pass_rate_final": 0.3, "curriculum": False, "steps": 100}, False),
     ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": False, "steps": 100}, True),
-    ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "curriculum": True, "steps": 100}, None),
+    ({**TIER, "curriculum": True, "steps": 100}, None),
     ({"pass_rate_first": 0.1, "pass_rate_final": 0.3, "steps": 100}, None),
     ({"curriculum": False}, None),
 ])

@@ -164,8 +164,9 @@ def test_seed_claims_and_design_differences(complete):
     assert f"pass@1 diff {d['pooled']['mean']:+.3f} [" in rl[2]
     assert all(f"{t} pass@1 {r['pass_diff']:+.3f}" in rl[3] for t, r in d["per_replicate"].items())
     # the fixture's arms all moved: every check passes in every replicate
-    assert rl[4] == ("rloo (training rollout pass rate rises, curriculum unlocks before 75% "
-                     "of the steps): r0 pass, r1 pass, r2 pass")
+    assert rl[4] == ("rloo (training rollout pass rate rises (with a curriculum: its first "
+                     "tier's), curriculum unlocks before 75% of the steps): r0 pass, r1 pass, "
+                     "r2 pass")
     # Holm: the adjusted p is never below the raw one
     for r in rows:
         if r[7] != "–":
@@ -261,8 +262,8 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     by = {r[0][:30]: r for r in rows}
     sharpen = next(r for r in rows if r[0].startswith("S4: RLOO"))
     assert sharpen[9].startswith("**not tested: rloo failed its check (training rollout pass "
-                                 "rate rises, curriculum unlocks before 75% of the steps, "
-                                 "fails in r1)")
+                                 "rate rises (with a curriculum: its first tier's), curriculum "
+                                 "unlocks before 75% of the steps, fails in r1)")
     assert "r1 fail" in sharpen[4] and "r0 pass" in sharpen[4]
     assert sharpen[8] == "–" and sharpen[7] != "–"  # its raw p shown, out of the family
     shaped = next(r for r in rows if r[0].startswith("S1: the shaped"))
@@ -467,6 +468,8 @@ def test_kl_curve_is_optional_the_others_are_not(tmp_path):
 def run_stage(root: Path, monkeypatch, **report):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["report"].update(report)
+    # the fixture's replicates, r0-r2, in every chain (the defaults start at seed 1)
+    params["replicates"] = {chain: [0, 1, 2] for chain in params["replicates"]}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     monkeypatch.chdir(root)
     runpy.run_path(str(ROOT / "stages/report.py"), run_name="__main__")

@@ -258,6 +258,31 @@ def test_flat_reward_groups_give_zero_std_and_no_update(tiny_dir, one_thread):
     assert live.curve("tier") == [0.0, 1.0, 1.0, 1.0]
     assert st["tier_final"] == 1 and st["tier_unlock_step"] == 1 and st["tier_unlock_steps"] == [1]
     assert (st["zero_std_groups"], st["groups"]) == (4 * 2, 4 * 2)  # every group flat
+    # the first tier's share: all of step 0's prompts, then a draw from both tiers
+    shares = live.curve("first_tier_share")
+    assert shares[0] == 1.0 and all(x in (0.0, 0.5, 1.0) for x in shares)
+    assert st["first_tier_pass_rate_first"] == 0.0
+
+
+def test_the_first_tiers_pass_rate_is_pooled_by_its_share_of_each_step():
+    """group_sums logs the first tier's pass rate and share; first_tier_rates pools the first
+    and last 10% of steps by share, so a step that drew no first-tier prompt counts for
+    nothing (its rate, 0 / 0, is not a 0)."""
+    from countdown_rlvr.train.rloo import first_tier_rates, group_sums
+
+    correct = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    sums = group_sums(correct, correct, torch.zeros(8), torch.ones(8, 3),
+                      torch.tensor([True, False]))
+    row = {k: s / w for k, (s, w) in sums.v.items() if k.startswith("first_tier")}
+    assert row == {"first_tier_pass_rate": 0.5, "first_tier_share": 0.5}
+    curve = [{"first_tier_pass_rate": 0.2, "first_tier_share": 1.0},
+             {"first_tier_pass_rate": 0.0, "first_tier_share": 0.0}] * 5 + \
+            [{"first_tier_pass_rate": 0.6, "first_tier_share": 0.25},
+             {"first_tier_pass_rate": 0.4, "first_tier_share": 0.75}] * 5
+    assert first_tier_rates(curve) == {"first_tier_pass_rate_first": pytest.approx(0.2),
+                                       "first_tier_pass_rate_final": pytest.approx(0.45)}
+    assert first_tier_rates([{"pass_rate": 0.3}] * 20) == {
+        "first_tier_pass_rate_first": None, "first_tier_pass_rate_final": None}
 
 
 def test_unknown_reward_and_bad_config_fail_before_any_model_work():

@@ -75,9 +75,14 @@ def patched_solves(m: Mapping) -> bool | None:
 def rollouts_rise(m: Mapping) -> bool | None:
     """RLOO: the training rollouts' pass rate rises, and with a curriculum its first tier
     unlock comes before UNLOCK_BY of the steps (a run stuck on its first tier trained on
-    part of the task only)."""
-    first, final = _num(m, "pass_rate_first"), _num(m, "pass_rate_final")
-    if first is None or final is None or "curriculum" not in m:
+    part of the task only). With a curriculum the rate compared is the first tier's: every
+    rollout's rate falls when the harder tiers join the batches, learning or not (a student
+    that unlocks the 4-number tier at step 8 ends below its 3-number start)."""
+    if "curriculum" not in m:
+        return None
+    which = "first_tier_pass_rate" if m["curriculum"] else "pass_rate"
+    first, final = _num(m, f"{which}_first"), _num(m, f"{which}_final")
+    if first is None or final is None:
         return None
     if not m["curriculum"]:
         return final > first
@@ -112,8 +117,8 @@ class Check:
     test: Callable[[Mapping], bool | None]  # None: not measured
 
 
-RLOO_WORDS = (f"training rollout pass rate rises, curriculum unlocks before {UNLOCK_BY:.0%} "
-              "of the steps")
+RLOO_WORDS = ("training rollout pass rate rises (with a curriculum: its first tier's), "
+              f"curriculum unlocks before {UNLOCK_BY:.0%} of the steps")
 IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
              "nats/token vs SFT, pass@1 on train problems it did not train on >= (1 - "
              "ipo.skill_margin) x SFT's")

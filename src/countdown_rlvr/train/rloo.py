@@ -206,9 +206,16 @@ class _Sums:
 
 
 def group_sums(rewards: torch.Tensor, correct: torch.Tensor, adv: torch.Tensor,
-               mask: torch.Tensor) -> _Sums:
-    """The reward-side diagnostics of rewards [P, G] (S1 §3.1.4: evidence of (non-)collapse)."""
+               mask: torch.Tensor, first_tier: torch.Tensor | None = None) -> _Sums:
+    """The reward-side diagnostics of rewards [P, G] (S1 §3.1.4: evidence of (non-)collapse).
+    first_tier [P] (bool, with a curriculum): which prompts are from its first tier; their
+    pass rate and share are logged, because the pass rate of every rollout falls when harder
+    tiers join the batches, whether or not the policy learns (`first_tier_rates`)."""
     sums, (P, G) = _Sums(), rewards.shape
+    if first_tier is not None:
+        n = first_tier.float().sum()
+        sums.add("first_tier_pass_rate", correct[first_tier].sum(), n * G)
+        sums.add("first_tier_share", n, P)
     sums.add("reward_mean", rewards.sum(), P * G)
     sums.add("reward_std", rewards.std(dim=1, correction=0).sum(), P)  # within-group
     sums.add("zero_std_frac", (rewards == rewards[:, :1]).all(dim=1).float().sum(), P)
@@ -344,14 +351,15 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
 
 # --------------------------------------------------------------------------- training
 def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerator,
-                  prompt_style: str, with_teacher: bool):
+                  prompt_style: str, with_teacher: bool, first_tier: set[int] | None = None):
     """Alg. 1 lines 1-2: this process's share of one step's rollouts, G per prompt, as
     (Rollouts, diagnostics sums, advantages [B] prompt-major, generated tokens).
 
     Every process draws and scores the step's rollouts exactly as a single process does (one
     call, one seed; the flat groups left out of the update are chosen over all of them) and
     keeps its share, so the run does not depend on the process count; the update
-    (forward/backward, the memory-heavy part) is what the processes split."""
+    (forward/backward, the memory-heavy part) is what the processes split. first_tier: the
+    `id()`s of the curriculum's first-tier problems (None: no curriculum)."""
     rank, n_proc = accelerator.process_index, accelerator.num_processes
     every = [solve_prompt(p["numbers"], p["target"], prompt_style) for p in chosen]
     samples = generate((policy, tok), every, n=cfg.group_size, sampler=cfg.sampler.as_dict(),
@@ -376,7 +384,8 @@ def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerat
         t_prompts = prompts if hint is None else [strategy_prompt(p, hint) for p in prompts]
     ro = pack_rollouts(tok, prompts, samples, accelerator.device, t_prompts)
     ro = ro._replace(weight=weight.to(accelerator.device))
-    return ro, group_sums(rewards, correct, adv.cpu(), ro.mask.cpu()), adv, n_tokens
+    easy = None if first_tier is None else torch.tensor([id(p) in first_tier for p in chosen])[mine]
+    return ro, group_sums(rewards, correct, adv.cpu(), ro.mask.cpu(), easy), adv, n_tokens
 
 
 def has_signal(accelerator, adv: torch.Tensor, teacher, cfg: RL) -> bool:
@@ -479,8 +488,26 @@ def rl_summary(curve: list[dict], cfg: RL, curriculum: Curriculum | None, n_proc
         "tier_unlock_steps": [s for s in curriculum.unlock_steps if s < steps] if curriculum else [],
     }
     summary["tier_unlock_step"] = (summary["tier_unlock_steps"] or [None])[0]
+    summary.update(first_tier_rates(curve))
     summary["tier_deadline_unlocks"] = curriculum.deadline_unlocks if curriculum else 0
     return summary
+
+
+def first_tier_rates(curve: list[dict]) -> dict[str, float | None]:
+    """`first_tier_pass_rate_first` / `_final`: the pass rate of the curriculum's first-tier
+    rollouts over the first / last 10% of the steps (first_final's windows), pooled by each
+    step's first-tier share (a step may draw none). The same problems' rate at both ends, so
+    it can show learning where the overall rate cannot: harder tiers join the later batches.
+    None without a curriculum, or with no first-tier rollout in a window."""
+    w = max(1, len(curve) // 10)
+
+    def pooled(rows: list[dict]) -> float | None:
+        share = sum(r.get("first_tier_share", 0.0) for r in rows)
+        return sum(r["first_tier_pass_rate"] * r["first_tier_share"] for r in rows
+                   if "first_tier_share" in r) / share if share else None
+
+    return {"first_tier_pass_rate_first": pooled(curve[:w]),
+            "first_tier_pass_rate_final": pooled(curve[-w:])}
 
 
 def done_line(kind: str, summary: dict[str, Any], seconds: float, gen_s: float) -> str:
@@ -512,6 +539,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
         if m is not None:
             m.to(accelerator.device).eval().requires_grad_(False)
     curriculum = make_curriculum(problems, cfg)
+    first_tier = {id(problems[i]) for i in curriculum.tiers[0]} if curriculum else None
     model, optimizer = accelerator.prepare(model, runtime.adamw(model, cfg))
     policy = accelerator.unwrap_model(model)  # the sampler's view of the live weights
     if accelerator.is_main_process:
@@ -525,7 +553,7 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
         chosen = choose_problems(problems, step, cfg, curriculum)
         tg = time.time()
         ro, sums, adv, n_tokens = step_rollouts(policy, tok, chosen, cfg, step, accelerator,
-                                                prompt_style, teacher is not None)
+                                                prompt_style, teacher is not None, first_tier)
         gen_s, tu, gen_tokens = gen_s + time.time() - tg, time.time(), gen_tokens + n_tokens
         still += not update(accelerator, model, optimizer, ro, adv, ref_model, teacher, cfg, sums)
         upd_s += time.time() - tu
@@ -534,7 +562,8 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
         if curriculum:
             row["tier"] = float(curriculum.level)  # the tier this step's prompts came from
             curriculum.update(row["pass_rate"])  # the same value on every process: same level
-        log.step(row, (*DIAGNOSTICS, "tier"), _progress)
+        log.step(row, (*DIAGNOSTICS, "tier", "first_tier_pass_rate", "first_tier_share"),
+                 _progress)
     model, seconds = log.close(accelerator, model)
     summary = rl_summary(log.curve, cfg, curriculum, n_proc, seconds, gen_s, upd_s, gen_tokens,
                          zero_groups)
