@@ -399,15 +399,15 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
     ("Interventions", "int", {"seed": 4, "eval_seed": 4},
      "int.eval_seed must differ from int.seed"),
     # a chain list's seeds are among SFT's (int's among RLOO's): the message names the fix
-    ("Replicates", "replicates", {"opd": [0, 5]},
+    ("Replicates", "replicates", {"opd": [1, 5]},
      (r"replicates.opd has seed 5 not in replicates.seeds; add it to replicates.seeds \(SFT "
      r"trains it first\) or drop it")),
     ("Replicates", "replicates", {"seeds": [0, 1], "ipo": [0, 1], "rloo": [0, 1],
                                   "opd": [0, 1], "repair": [0, 1, 2, 3], "int": [0, 1]},
      (r"replicates.repair has seeds \[2, 3\] not in replicates.seeds; add them to "
      r"replicates.seeds \(SFT trains it first\) or drop them")),
-    ("Replicates", "replicates", {"rloo": [0, 1], "int": [0, 2]},
-     (r"replicates.int has seed 2 not in replicates.rloo; add it to replicates.rloo "
+    ("Replicates", "replicates", {"rloo": [1, 2], "int": [1, 3]},
+     (r"replicates.int has seed 3 not in replicates.rloo; add it to replicates.rloo "
      r"\(`int@<seed>` reads the rloo policy of its seed\) or drop it")),
     ("Evaluate", "evaluate", {"shared": ["base", "sft"]}, r"lists \['sft'\] more than once"),
     # k / N above n: metrics.summarize would drop them, and the report would lack the column

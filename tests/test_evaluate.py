@@ -281,17 +281,17 @@ def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys)
     from countdown_rlvr.train.untrained import NOT_TRAINED
 
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
-    model = tmp_path / "data/models/distill_R/r0"  # an SFT copy in real runs
+    model = tmp_path / "data/models/distill_R/r1"  # an SFT copy in real runs
     model.mkdir(parents=True)
-    (model / NOT_TRAINED).write_text(json.dumps({"source": "data/models/sft/r0",
+    (model / NOT_TRAINED).write_text(json.dumps({"source": "data/models/sft/r1",
                                                  "reason": "no successful R repair"}))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_R", "repair", "0"])
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_R", "repair", "1"])
     runpy.run_path(str(ROOT / "stages/evaluate.py"), run_name="__main__")
     assert "not sampled" in capsys.readouterr().out
-    recs = pd.read_parquet(tmp_path / "data/eval/distill_R/r0.parquet")
+    recs = pd.read_parquet(tmp_path / "data/eval/distill_R/r1.parquet")
     assert recs.empty and list(recs.columns) == RECORDS_SCHEMA.names
-    detail = json.loads((tmp_path / "reports/details/eval/distill_R/r0.json").read_text())
+    detail = json.loads((tmp_path / "reports/details/eval/distill_R/r1.json").read_text())
     assert detail["trained"] is False and "no successful R repair" in detail["not_evaluated"]
 
 

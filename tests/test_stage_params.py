@@ -213,8 +213,8 @@ def test_changing_rloo_reward_marks_exactly_the_stages_whose_config_changes(comm
     reported = set(YAML(typ="safe").load(_dvc(committed, "status", "--json").stdout))
     assert reported == expected | {"check_params"}
     # what that is, spelled out: the binary arm and the two stages that inherit its reward
-    assert expected == {"rloo@rloo-0", "rloo@rloo-1", "rloo@rloo-2", "int@0", "int@1", "int@2",
-                        "rloo_nocurr@0"}
+    assert expected == {"rloo@rloo-1", "rloo@rloo-2", "rloo@rloo-3", "rloo@rloo-4", "int@1",
+                        "int@2", "rloo_nocurr@1"}
 
 
 def leaf_value(params: dict, key: str):
@@ -269,7 +269,7 @@ def test_in_a_clone_without_the_cache_the_status_filter_shows_code_and_params_ch
         fh.write("# a code change\n")
     out = filtered()
     assert {line[:-1] for line in out.splitlines() if not line.startswith("\t")} == {
-        "check_params", "rloo@rloo-0", "rloo@rloo-1", "rloo@rloo-2", "rloo_nocurr@0",
-        "int@0", "int@1", "int@2", "report"}
+        "check_params", "rloo@rloo-1", "rloo@rloo-2", "rloo@rloo-3", "rloo@rloo-4",
+        "rloo_nocurr@1", "int@1", "int@2", "report"}
     assert "modified:           stages/report.py" in out and "rloo.reward" in out
     assert "deleted" not in out and "not in cache" not in out
