@@ -399,8 +399,8 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
     ("Interventions", "int", {"seed": 4, "eval_seed": 4},
      "int.eval_seed must differ from int.seed"),
     # a chain list's seeds are among SFT's (int's among RLOO's): the message names the fix
-    ("Replicates", "replicates", {"opd": [1, 5]},
-     (r"replicates.opd has seed 5 not in replicates.seeds; add it to replicates.seeds \(SFT "
+    ("Replicates", "replicates", {"opd": [1, 7]},
+     (r"replicates.opd has seed 7 not in replicates.seeds; add it to replicates.seeds \(SFT "
      r"trains it first\) or drop it")),
     ("Replicates", "replicates", {"seeds": [0, 1], "ipo": [0, 1], "rloo": [0, 1],
                                   "opd": [0, 1], "repair": [0, 1, 2, 3], "int": [0, 1]},

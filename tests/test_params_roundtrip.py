@@ -42,7 +42,7 @@ def _code(line: str) -> str:
     # a list: the items that change, nothing around them
     ("problems.n_numbers=[3,4,5]", [], ["  - 5"]),
     ("evaluate.ks=[1,4]", ["  - 8", "  - 16"], []),
-    ("replicates.seeds=[1,2]", ["  - 3", "  - 4"], []),
+    ("replicates.seeds=[1,2,3]", ["  - 4", "  - 5"], []),
     # a chain's seed list, and a mapping of scalars
     ("replicates.rloo=[1,2,3,4,5]", [], ["  - 5"]),
     ("report.chain_minutes.int=6.0", ["    int: 5.6"], ["    int: 6.0"]),
@@ -60,7 +60,7 @@ def test_the_one_replicate_run_sets_every_chain_in_one_flag(tmp_path):
     removed, added = _changed_lines(
         tmp_path, "replicates={seeds:[1],ipo:[1],rloo:[1],opd:[1],repair:[1],int:[1]}")
     assert added == [] and [_code(x) for x in removed] == (
-        ["  - 2", "  - 3", "  - 4"] + ["  - 2"] + ["  - 2", "  - 3", "  - 4"] + ["  - 2"]
+        ["  - 2", "  - 3", "  - 4", "  - 5"] + ["  - 2"] + ["  - 2", "  - 3", "  - 4"] + ["  - 2"]
         + ["  - 2", "  - 3", "  - 4"] + ["  - 2"])  # seeds, ipo, rloo, opd, repair, int
     assert yaml.safe_load((tmp_path / "params.yaml").read_text())["replicates"] == \
         {key: [1] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}
