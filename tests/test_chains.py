@@ -130,6 +130,11 @@ def test_a_claim_is_planned_on_its_chain_with_a_command_that_works():
     assert claims._grown(rep, "repair", 2) == ({"seeds": [0, 1, 2, 3, 4, 5, 6],
                                                "repair": [0, 1, 2, 3, 4, 5, 6]}, [5, 6])
     assert claims._grown(rep, "sft", 1) == ({"seeds": [0, 1, 2, 3, 4, 5]}, [5])
+    # a new seed comes after every listed one, never below them: the defaults start at 1
+    # because pilots tuned on 0, and the advice must not hand that seed back
+    from_one = {c: [s + 1 for s in seeds] for c, seeds in rep.items()}
+    assert claims._grown(from_one, "opd", 3)[1] == [4, 5, 6]
+    assert claims._grown(from_one, "sft", 1) == ({"seeds": [1, 2, 3, 4, 5, 6]}, [6])
     # the advice applied: a valid `replicates` section
     for chain in CHAINS:
         lists, _ = claims._grown(rep, chain, 4)

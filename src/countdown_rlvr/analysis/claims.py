@@ -341,11 +341,13 @@ def _grown(replicates: Mapping[str, Sequence[int]], chain: str, more: int
     """({`replicates` key: its new list} of every list that grows, the seeds added): `more`
     seeds added to `chain`'s list, first those an upstream chain already trained (the nearest
     first: they cost least), then the next unused integers (adding seeds trains only the new
-    replicates), each also added to the upstream lists that lack it, SFT's first."""
+    replicates), each also added to the upstream lists that lack it, SFT's first. New
+    integers start above every listed seed: one below them may be a pilot's (the defaults
+    start at 1 because pilots tuned on 0)."""
     own = list(replicates[chain])
     pool = [s for c in chain_path(chain)[1:] for s in replicates[c]]
     added = [s for s in dict.fromkeys(pool) if s not in own][:more]
-    s = 0
+    s = 1 + max((x for seeds in replicates.values() for x in seeds), default=-1)
     while len(added) < more:
         if s not in own and s not in added and s not in pool:
             added.append(s)
