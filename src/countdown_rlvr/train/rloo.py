@@ -495,19 +495,18 @@ def rl_summary(curve: list[dict], cfg: RL, curriculum: Curriculum | None, n_proc
 
 def first_tier_rates(curve: list[dict]) -> dict[str, float | None]:
     """`first_tier_pass_rate_first` / `_final`: the pass rate of the curriculum's first-tier
-    rollouts over the first / last 10% of the steps (first_final's windows), pooled by each
+    rollouts over the first / last 10% of the steps (`runtime.windows`), pooled by each
     step's first-tier share (a step may draw none). The same problems' rate at both ends, so
     it can show learning where the overall rate cannot: harder tiers join the later batches.
     None without a curriculum, or with no first-tier rollout in a window."""
-    w = max(1, len(curve) // 10)
-
     def pooled(rows: list[dict]) -> float | None:
         share = sum(r.get("first_tier_share", 0.0) for r in rows)
         return sum(r["first_tier_pass_rate"] * r["first_tier_share"] for r in rows
                    if "first_tier_share" in r) / share if share else None
 
-    return {"first_tier_pass_rate_first": pooled(curve[:w]),
-            "first_tier_pass_rate_final": pooled(curve[-w:])}
+    first, last = runtime.windows(curve)
+    return {"first_tier_pass_rate_first": pooled(first),
+            "first_tier_pass_rate_final": pooled(last)}
 
 
 def done_line(kind: str, summary: dict[str, Any], seconds: float, gen_s: float) -> str:

@@ -205,15 +205,22 @@ def stop_reason(accelerator, cfg: Supervised, step: int, total: int, t0: float) 
     return "time_budget" if reduce_sum(accelerator, over).item() > 0 else None
 
 
+def windows(curve: list) -> tuple[list, list]:
+    """The first and the last 10% of a run's steps (at least one each): what `_first` /
+    `_final` summarise, less noisy than one step."""
+    w = max(1, len(curve) // 10)
+    return curve[:w], curve[-w:]
+
+
 def first_final(curve: list[dict[str, float]], names: tuple[str, ...]) -> dict[str, float | None]:
-    """`<name>_first` / `<name>_final`: means over the first / last 10% of the steps (less noisy
-    than one step) of every curve in `names`; None for one not logged at every step."""
-    w, out = max(1, len(curve) // 10), {}
+    """`<name>_first` / `<name>_final`: means over the `windows` of every curve in `names`;
+    None for one not logged at every step."""
+    first, last = windows(curve)
+    out = {}
     for k in names:
-        vals = [r[k] for r in curve if k in r]
-        full = bool(vals) and len(vals) == len(curve)
-        out[f"{k}_first"] = sum(vals[:w]) / w if full else None
-        out[f"{k}_final"] = sum(vals[-w:]) / w if full else None
+        full = bool(curve) and all(k in r for r in curve)
+        out[f"{k}_first"] = sum(r[k] for r in first) / len(first) if full else None
+        out[f"{k}_final"] = sum(r[k] for r in last) / len(last) if full else None
     return out
 
 
