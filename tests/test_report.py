@@ -670,8 +670,14 @@ def test_the_claims_table_gives_the_power_at_the_seeds_effect_and_the_cost_to_de
     assert c.seed_power() == pytest.approx(crossed_power(0.03, res.components(), 400, 3))
     floored = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, 0.03, 0.02, n=3)])
     assert floored.seed_power() == pytest.approx(t_power(0.03, 0.02, 3))
-    assert Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, None, 0.02, n=3)]
-                 ).seed_power() is None
+    no_seed = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, None, 0.02, n=3)])
+    assert no_seed.seed_power() is None
+    # the observed power: the same test at the observed effect, with or without a seed's
+    assert no_seed.observed_power() == pytest.approx(t_power(0.01, 0.02, 3))
+    assert floored.observed_power() < floored.seed_power()
+    one_sided = Claim("x", "y", EFFECT, plans=[Plan("a − b", -0.01, 0.03, 0.02, n=3,
+                                                    one_sided=True)])
+    assert one_sided.observed_power() == 0.0  # observed away from the one-sided test
     minutes = {"sft": 3.5, "ipo": 2.5, "rloo": 7.5, "opd": 6.0, "repair": 2.0, "int": 5.0}
     text = c.needed({key: [0, 1, 2] for key in CHAINS}, minutes)
     n = int(text.split(" ")[0])

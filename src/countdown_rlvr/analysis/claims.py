@@ -268,15 +268,26 @@ class Claim:
         estimated, at the seed's effect scaled to this model (the smallest over its tests,
         at `plan_alpha`): the planned power of a run like this one. None: no seed effect on
         this scale, or one replicate."""
-        if not self.plans or self.seed_unusable or any(
-                p.seed is None or not p.sd for p in self.plans):
+        if self.seed_unusable or any(p.seed is None for p in self.plans):
+            return None
+        return self._power([(p.seed, p.one_sided if p.seed_one_sided is None
+                             else p.seed_one_sided) for p in self.plans])
+
+    def observed_power(self) -> float | None:
+        """The same power at the effects this run observed (post hoc: it restates the p-value
+        on another scale, so it says how far the run was from deciding, not whether to trust
+        it). None: one replicate."""
+        return self._power([(p.observed, p.one_sided) for p in self.plans])
+
+    def _power(self, effects: Sequence[tuple[float, bool]]) -> float | None:
+        """The smallest power over the tests, each at (effect, one-sided) in plans' order."""
+        if not self.plans or any(not p.sd for p in self.plans):
             return None
         powers = []
-        for p in self.plans:
-            one_sided = p.one_sided if p.seed_one_sided is None else p.seed_one_sided
-            effect = p.seed if one_sided else abs(p.seed)
+        for p, (effect, one_sided) in zip(self.plans, effects):
+            effect = effect if one_sided else abs(effect)
             if effect <= 0:
-                return 0.0  # the seed's effect points away from the test that decides it
+                return 0.0  # the effect points away from the test that decides it
             alt = "greater" if one_sided else "two-sided"
             if p.crossed is not None and (comps := p.crossed.components()) is not None:
                 powers.append(crossed_power(effect, comps, p.crossed.n_problems, p.crossed.n,

@@ -527,8 +527,9 @@ def significance_section(ctx: Context) -> list[str]:
 # --------------------------------------------------------------------------- seed claims
 
 def _power_cell(c, n: int) -> str:
-    power = c.seed_power()
-    return NA if power is None else f"{power:.0%} ({n} replicates)"
+    """Planned power (at the seed's scaled effect) / observed power, at this run's n."""
+    cells = [NA if pw is None else f"{pw:.0%}" for pw in (c.seed_power(), c.observed_power())]
+    return NA if cells == [NA, NA] else f"{cells[0]} / {cells[1]} ({n} replicates)"
 
 
 def seed_claims_table(ctx: Context) -> list[str]:
@@ -585,7 +586,8 @@ def seed_claims_table(ctx: Context) -> list[str]:
              "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
             *md_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
                        "arm check", "test", "rule", "p (claim)", "p (Holm)", "verdict",
-                       "replicates to decide", "power at the seed's effect"], rows), ""]
+                       "replicates to decide",
+                       "power: planned (at the seed's effect) / observed"], rows), ""]
 
 
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
