@@ -358,11 +358,8 @@ def _grown(replicates: Mapping[str, Sequence[int]], chain: str, more: int
     own = list(replicates[chain])
     pool = [s for c in chain_path(chain)[1:] for s in replicates[c]]
     added = [s for s in dict.fromkeys(pool) if s not in own][:more]
-    s = 1 + max((x for seeds in replicates.values() for x in seeds), default=-1)
-    while len(added) < more:
-        if s not in own and s not in added and s not in pool:
-            added.append(s)
-        s += 1
+    fresh = 1 + max((x for seeds in replicates.values() for x in seeds), default=-1)
+    added += range(fresh, fresh + more - len(added))  # above every list: none taken yet
     lists = {}
     for c in reversed(chain_path(chain)):
         new = [s for s in added if s not in replicates[c]]
