@@ -1,6 +1,6 @@
 """A map of the stage graph that fits a screen: docs/dag.md, made by `countdown-rlvr dag`.
 
-`dvc dag` draws every replicate's stage (86 boxes, 4,000+ columns); `--collapse-foreach-matrix`
+`dvc dag` draws every replicate's stage (75 boxes by default, 3,000+ columns); `--collapse-foreach-matrix`
 merges each foreach into one box, which puts every evaluation in one node and turns the
 evaluate -> diagnose -> repair -> distill -> evaluate chain into a loop. This map merges only
 the replicates (`sft@0`, `sft@1`, ... -> `sft`; `evaluate_rloo@rloo-0` -> `evaluate_rloo@rloo`),
