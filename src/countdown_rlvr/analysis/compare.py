@@ -12,9 +12,10 @@ report import it without loading a model).
                                             crossed problems x replicates test of a pair: the
                                             claims' verdict test, stats.crossed)
     compare_markdown(report) / replicates_markdown(report) -> reports/compare.md
-    fmt_ci, fmt_p, md_table               -> the one way every table (compare.md, report.md,
+    fmt_ci, fmt_p                         -> the one way every table (compare.md, report.md,
                                             the claims, `countdown-rlvr diff`) writes an
-                                            estimate with its interval, a p-value, a table
+                                            estimate with its interval and a p-value; its
+                                            tables: markdown.md_table (re-exported here)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pandas as pd
 from ..eval.metrics import pass_at_k, solved_within
 from ..stats import bootstrap_ci, mcnemar, paired_permutation_test, pass_at_k_ci, replicate_t_test
 from ..stats.crossed import crossed_test
+from .markdown import md_table  # report and branch_diff import it from here
 
 SHARED = "shared"  # the run tag of a policy trained once (base, teacher)
 NA = "–"  # a missing value in a table
@@ -51,16 +53,6 @@ def fmt_ci(mean: float | None, lo: float | None, hi: float | None, spec: str = "
 def fmt_p(p: float | None, digits: int = 3, na: str = NA) -> str:
     """A p-value to `digits` significant digits; `na` when there is none."""
     return na if p is None else f"{p:.{digits}g}"
-
-
-def md_table(header: Sequence[str], rows: Iterable[Sequence[str]],
-             tight_rule: bool = False) -> list[str]:
-    """A markdown table's lines: `| a | b |`, the rule under it (`| --- | --- |`; tight_rule:
-    `|---|---|`), one line per row."""
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(cells) + " |"
-    rule = "|" + "---|" * len(header) if tight_rule else line(["---"] * len(header))
-    return [line(header), rule, *map(line, rows)]
 
 
 def _per_problem_counts(records: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
