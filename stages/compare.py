@@ -1,17 +1,26 @@
 """Stage `compare`: every policy's pass@k and every pair of `compare.pairs`, per replicate
 (paired over problems, as one draw allows) and pooled over replicates (the replicate as the
 unit). Writes reports/details/compare.json and reports/compare.md; the `report` stage picks
-the headline DVC metrics from them (countdown_rlvr.analysis.headline).
+the headline DVC metrics from them (countdown_rlvr.analysis.headline). And what every test is
+computed from: per split, each policy's, replicate's and problem's correct samples out of n,
+reports/details/per_problem/<split>.csv (docs/statistics.md, "Per-problem records").
 """
 
 from pathlib import Path
 
 from countdown_rlvr.analysis.chains import chain_of
-from countdown_rlvr.analysis.compare import SHARED, compare_replicates, replicates_markdown
+from countdown_rlvr.analysis.compare import (
+    SHARED,
+    compare_replicates,
+    per_problem_records,
+    replicates_markdown,
+)
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import Compare, Evaluate, Replicates, from_section
 from countdown_rlvr.core.replicates import tag
 from countdown_rlvr.eval.metrics import read_records
+
+PER_PROBLEM = Path(io.DETAILS) / "per_problem"  # <split>.csv, in git with compare.json
 
 
 def runs_of(ev: Evaluate, rep: Replicates) -> dict[str, list[str]]:
@@ -55,9 +64,13 @@ def main() -> None:
         raise io.StageError("compare", f"{exc} (check `compare:` in params.yaml)") from exc
     io.write_details("compare", report)
     io.write_text("reports/compare.md", replicates_markdown(report))
+    with io.atomic_path(PER_PROBLEM) as tmp:  # the whole folder: no split left from a past run
+        tmp.mkdir()
+        for split, frame in per_problem_records(records, cfg.splits).items():
+            frame.to_csv(tmp / f"{split}.csv", index=False, lineterminator="\n")
     print(f"[compare] {len(records)} policies over {len(report['settings']['replicates'])} "
-          f"replicate(s), {len(pairs)} pairs: wrote reports/details/compare.json and "
-          "reports/compare.md")
+          f"replicate(s), {len(pairs)} pairs: wrote reports/details/compare.json, "
+          f"reports/compare.md and {PER_PROBLEM}/")
 
 
 if __name__ == "__main__":

@@ -395,3 +395,33 @@ def replicates_markdown(report: dict[str, Any]) -> str:
 def _diff_ci(pooled: dict) -> str:
     return fmt_ci(pooled["mean"], pooled.get("ci_low"), pooled.get("ci_high"), "+.3f",
                   " (one replicate)")
+
+
+# --------------------------------------------------------------------------- per-problem records
+# What every test above is computed from, small enough to commit: a problem's correct samples
+# c out of n per policy and replicate (pass@k for any k <= n is eval.metrics.pass_at_k(n, c, k)),
+# so a reader refits any contrast without the evaluation records (scripts/refit_claim.py).
+PER_PROBLEM_COLUMNS = ("policy", "replicate", "problem_id", "correct", "n")
+
+
+def per_problem_records(records: dict[str, dict[str, pd.DataFrame]],
+                        splits: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """split -> one row per (policy, replicate, problem) with its correct samples out of n
+    (every sample of every sampling seed, as the tests count them); rows by policy name,
+    replicate seed and problem_id, so a changed arm changes its own lines only. A policy
+    without records (not trained) has no rows; a split no policy has, no frame."""
+    out = {}
+    for split in splits:
+        parts = []
+        for policy in sorted(records):
+            runs = records[policy]
+            for tag in sorted(runs, key=lambda t: -1 if t == SHARED else int(t[1:])):
+                frame = runs[tag]
+                n, c = _per_problem_counts(frame[frame["split"] == split])
+                if len(n):
+                    parts.append(pd.DataFrame({"policy": policy, "replicate": tag,
+                                               "problem_id": n.index, "correct": c.to_numpy(),
+                                               "n": n.to_numpy()}))
+        if parts:
+            out[split] = pd.concat(parts, ignore_index=True)[list(PER_PROBLEM_COLUMNS)]
+    return out
