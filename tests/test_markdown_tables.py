@@ -182,17 +182,10 @@ def test_compare_md_is_well_formed():
 
 
 def test_report_md_is_well_formed(tmp_path):
-    import shutil
+    from test_report import copy_fixture, render  # the report tests' own way to render it
 
-    from countdown_rlvr.analysis.report import render_report, report_policies
-
-    for sub in ("reports", "dvclive"):
-        shutil.copytree(FIXTURE / sub, tmp_path / sub)
-    out = tmp_path / "reports/report.md"
-    render_report(tmp_path / "reports/details", tmp_path / "dvclive", out,
-                  tmp_path / "reports/figures",
-                  configured=report_policies(("teacher", "rloo_shaped", "rloo_nocurr")))
-    md = out.read_text()
+    render(copy_fixture(tmp_path))
+    md = (tmp_path / "reports/report.md").read_text()
     assert len(tables(md)) >= 5 and table_problems(md) == []
 
 

@@ -32,7 +32,7 @@ REFIT = runpy.run_path(str(ROOT / "scripts/refit_claim.py"))  # its functions, n
 SPLITS = {"test": 30, "ood": 8}
 SEEDS, N = (0, 1), 4  # two sampling seeds of four samples: n = 8 per problem
 PAIRS = [["rloo", "sft"], ["sft", "base"], ["nocurr", "sft"], ["ghost", "sft"],
-         ["teacher", "rloo"]]
+         ["teacher", "rloo"], ["teacher", "base"]]
 
 
 def evaluation(policy: str, skill: float, offset: float, seed: int) -> pd.DataFrame:
@@ -122,6 +122,9 @@ def test_one_replicate_is_no_test_and_bad_requests_name_the_fix(run, tmp_path):
     frame = REFIT["load"](written(run, tmp_path), "test")
     assert REFIT["refit"](frame, "nocurr", "sft").pvalue is None  # r1 only: one draw
     assert run[1]["pairs"][pair_key("nocurr", "sft")]["test"]["k1"]["crossed"] is None
+    # two policies trained once: one draw each, however many replicates the others have
+    assert REFIT["refit"](frame, "teacher", "base").pvalue is None
+    assert run[1]["pairs"][pair_key("teacher", "base")]["test"]["k1"]["crossed"] is None
     with pytest.raises(ValueError, match=r"no records of 'ghost'.*'base'"):
         REFIT["refit"](frame, "ghost", "sft")
     with pytest.raises(ValueError, match="k=16 is more than rloo's 8 samples"):

@@ -311,8 +311,9 @@ def compare_replicates(records: dict[str, dict[str, pd.DataFrame]],
 def _crossed(records: dict[str, dict[str, pd.DataFrame]], a: str, b: str, tags: list[str],
              split: str, k: int, alpha: float) -> dict | None:
     """The crossed problems x replicates test of a - b (`stats.crossed`), from the per-problem
-    pass@k differences of every replicate: the verdicts' test. None with one replicate."""
-    if len(tags) < 2:
+    pass@k differences of every replicate: the verdicts' test. None with one replicate, and for
+    two policies trained once (their one draw stands in every replicate: copies, not draws)."""
+    if len(tags) < 2 or all(set(records[x]) == {SHARED} for x in (a, b)):
         return None
     cols = []
     for tag in tags:
