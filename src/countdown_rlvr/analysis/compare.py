@@ -12,6 +12,9 @@ report import it without loading a model).
                                             crossed problems x replicates test of a pair: the
                                             claims' verdict test, stats.crossed)
     compare_markdown(report) / replicates_markdown(report) -> reports/compare.md
+    per_problem_records(records, splits)  -> what the tests count, per split: each policy's,
+                                            replicate's and problem's correct of n samples
+                                            (reports/details/per_problem/<split>.csv)
     fmt_ci, fmt_p                         -> the one way every table (compare.md, report.md,
                                             the claims, `countdown-rlvr diff`) writes an
                                             estimate with its interval and a p-value; its
