@@ -38,6 +38,15 @@ class ClaimPlan:
     level: float | None = None  # the development level the seed's relative change applies to
     level_source: str = ""
     seed_effect: float | None = None  # a seed effect stated directly (share - threshold)
+    seed_k: tuple[float, float] | None = None  # a second quantity's from -> to (S4's pass@16)
+    level_k: float | None = None  # and its development level
+
+    @property
+    def scaled_k(self) -> float | None:
+        """The second quantity's seed effect at its level (None: not given)."""
+        if self.seed_k is None or self.level_k is None:
+            return None
+        return (self.seed_k[1] - self.seed_k[0]) / self.seed_k[0] * self.level_k
 
     @property
     def relative(self) -> float | None:
@@ -100,7 +109,9 @@ def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
         seed = c.get("seed") or {}
         cp = ClaimPlan(name, kind, fam, _need(c, "delta", where), int(_need(c, "replicates", where)),
                        _need(c, "planned_power", where), seed.get("from"), seed.get("to"),
-                       c.get("level"), str(c.get("level_source", "")), c.get("seed_effect"))
+                       c.get("level"), str(c.get("level_source", "")), c.get("seed_effect"),
+                       (c["seed_k"]["from"], c["seed_k"]["to"]) if c.get("seed_k") else None,
+                       c.get("level_k"))
         if kind == "no_change" and cp.delta != top["no_change_margin"]:
             raise PlanError(f"{where}: a no-change claim's delta is the plan's "
                             f"no_change_margin ({top['no_change_margin']}), not {cp.delta}")
