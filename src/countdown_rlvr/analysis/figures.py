@@ -345,14 +345,11 @@ def fig_claims_forest(rows: Sequence[ForestRow]) -> Figure:
                             label="seed's effect (scaled)"))
     if any(r.delta is not None for r in rows):
         marks.append(Patch(color=DELTA_COLOR, label="±δ (the plan's smallest effect)"))
-    # one legend below the plot: the decisions present on its first row, the marks on its
-    # second (a legend fills column by column, so the two rows are interleaved, blanks padding)
-    ncols = max(len(decisions), len(marks))
-    legend_rows = [h + [Line2D([], [], ls="", label=" ")] * (ncols - len(h))
-                   for h in (decisions, marks) if h]
-    fig.legend(handles=[h for col in zip(*legend_rows) for h in col], loc="outside lower center",
-               ncols=min(ncols, 4) if len(legend_rows) == 1 else ncols, fontsize=8,
-               frameon=False)
+    # one legend below the plot, three columns (a panel is narrow): the decisions present,
+    # then the marks
+    handles = decisions + marks
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)),
+               fontsize=8, frameon=False)
     return fig
 
 
