@@ -299,7 +299,7 @@ def _pooled_vs_ref(ctx: Context, policy: str, k: int) -> dict | None:
 
 def _p_cell(d: dict | None) -> str:
     """A pooled p; † when it is the t-test across replicates, not the crossed test."""
-    if d is None:
+    if d is None or d["pvalue"] is None:
         return fmt_p(None)
     return fmt_p(d["pvalue"]) + ("" if d.get("crossed") else " †")
 
