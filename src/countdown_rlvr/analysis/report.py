@@ -237,7 +237,7 @@ def decision_words(c, short: bool = False) -> str:
     from .claims import Decision
 
     d, delta = c.decision, c.delta
-    bound = " (gains above δ excluded)" if short or delta is None else \
+    bound = " (gains > δ excluded)" if short or delta is None else \
         f" (gains above {delta:+.3g} excluded)"
     if d == Decision.REPRODUCED_SMALLER:
         return "reproduced, smaller than the seed's" + bound
