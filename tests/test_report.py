@@ -295,8 +295,8 @@ def test_each_decision_route_and_its_words():
     # within a decided claim, a second test decides only at the claim's Holm step level
     c = decided(EFFECT, 0.0001, smaller=0.02, others=(0.5,))  # step alpha/2, 2 tests
     assert c.significant == {"for"} and c.decision == Decision.REPRODUCED
-    assert route(EFFECT, None) == (Decision.INCONCLUSIVE, "inconclusive (one replicate: the "
-                                   "pooled test needs two or more)")
+    one = "inconclusive (one replicate: the pooled test needs two or more)"
+    assert route(EFFECT, None) == (Decision.INCONCLUSIVE, one)
     # an arm that did not move, or a check not measured: no decision, whatever the p
     for status in (FAIL, NOT_MEASURED):
         assert route(EFFECT, 0.001, status=status) == (Decision.NOT_TESTED, "not tested: why")

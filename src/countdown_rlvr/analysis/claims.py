@@ -71,9 +71,8 @@ from ..stats.crossed import (
 from . import checks
 from .chains import chain_of
 from .compare import fmt_ci, fmt_p
-from .plan import ClaimPlan
+from .plan import ClaimPlan, load_plan
 from .plan import Plan as AnalysisPlan
-from .plan import load_plan
 from .results import Inputs, get
 
 ALPHA = 0.05  # defaults; evaluate() takes them from the plan

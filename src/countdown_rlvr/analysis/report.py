@@ -203,11 +203,11 @@ def findings_section(ctx: Context) -> list[str]:
     if plan is not None:
         when = ("written before this run" if plan.written_before_run
                 else "**written after this run was seen**")
-        lines += [f"Decided with the analysis plan `plan.yaml`, {when}, and the rules in "
-                  "docs/statistics.md (\"Claims: how a test becomes a decision\"). "
-                  f"The plan's note: {plan.note}", ""]
-    for fam, title in (("seed", "The seeds' claims"), ("extension", "Extensions (contrasts "
-                       "no seed tested; their own Holm family)")):
+        lines += [(f"Decided with the analysis plan `plan.yaml`, {when}, and the rules in "
+                   "docs/statistics.md (\"Claims: how a test becomes a decision\"). "
+                   f"The plan's note: {plan.note}"), ""]
+    ext = "Extensions (contrasts no seed tested; their own Holm family)"
+    for fam, title in (("seed", "The seeds' claims"), ("extension", ext)):
         rows = [c for c in ctx.claims if c.family == fam]
         if rows:
             lines += [f"{title}:", "", *(f"- {finding_line(c)}" for c in rows), ""]
@@ -657,8 +657,8 @@ def claims_details(ctx: Context) -> list[str]:
                   f"- **Claim** ({c.family}, {c.rule}): {c.claim}",
                   f"- **Seed**: {c.seed}" + (f"; scaled: {c.scaling}" if c.scaling else ""),
                   f"- **This run**: {c.run}",
-                  f"- **Per replicate** (+ / − = that draw alone significant for / against, "
-                  f"ns = not): {c.per_replicate}",
+                  (f"- **Per replicate** (+ / − = that draw alone significant for / "
+                   f"against, ns = not): {c.per_replicate}"),
                   f"- **Test**: {c.test}" + (f" ({c.model})" if c.model else "")]
         if c.parts:
             lines.append("- **Contrasts**: " + "; ".join(p.reading() for p in c.parts))
