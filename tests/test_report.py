@@ -888,3 +888,34 @@ def test_a_pipe_in_a_claims_cell_is_escaped():
     assert lines[-1] == "| x \\| y | z |"
     cells = re.split(r"(?<!\\)\|", lines[-1].strip("|"))
     assert len(cells) == 2
+
+
+def test_per_problem_rates_in_closed_form():
+    from math import comb
+
+    from countdown_rlvr.analysis.claims import pass_at_k_per_problem, zero_share_per_problem
+
+    n, c = np.array([16, 16, 16, 16]), np.array([0, 16, 8, 3])
+    share = zero_share_per_problem(n, c, 8)
+    assert share[0] == share[1] == 1.0  # all wrong / all right: every group alike
+    assert share[2] == pytest.approx(2 / comb(16, 8)) and share[3] == pytest.approx(
+        comb(13, 8) / comb(16, 8))
+    assert pass_at_k_per_problem(n, c, 1).tolist() == pytest.approx((c / 16).tolist())
+    assert pass_at_k_per_problem(n, c, 16).tolist() == [0, 1, 1, 1]
+
+
+def test_the_committed_report_reads_in_a_terminal():
+    """reports/report.md (re-rendered from the committed details): every table row has its
+    header's cell count (pipes inside cells escaped) and no table line is over 201 columns."""
+    md = (ROOT / "reports/report.md").read_text()
+    width = None
+    for line in md.splitlines():
+        if not line.startswith("|"):
+            width = None
+            continue
+        cells = len(re.split(r"(?<!\\)\|", line.strip()[1:-1]))
+        width = width or cells
+        assert cells == width, line[:120]
+    claims_part = md[md.index(CLAIMS_TABLE):md.index("## Design differences")]
+    assert all(len(line) <= 201 for line in claims_part.splitlines() if line.startswith("|"))
+    assert md.index("## What was found") < md.index(CLAIMS_TABLE)
