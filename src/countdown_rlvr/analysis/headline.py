@@ -15,11 +15,10 @@ replicate) and dvclive/ (per-step curves), where the report and `countdown-rlvr 
                                           difference) and its Holm-adjusted p (claims.py)
 
 Files of one kind share their keys and the file's name is its subject, so
-`dvc metrics show` prints one row per policy and per claim (~110 columns wide) and a
+`dvc metrics show` prints one row per policy and per claim (~140 columns wide) and a
 `dvc metrics diff` of two runs has at most 4 rows per compared policy, 2 per shared policy
-and 3 per claim (the decision's code, effect, p; `dvc metrics show` also prints the
-decision's word). Secondary policies (evaluated for the first
-replicate only) and the OOD split are in the details and the report, not here.
+and 4 per claim (decision, decision_code, effect, p). Secondary policies (evaluated for the
+first replicate only) and the OOD split are in the details and the report, not here.
 """
 
 from __future__ import annotations
