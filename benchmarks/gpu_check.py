@@ -63,7 +63,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # the pipeline's tracked inputs, copied into the run directory (as tests/conftest.py does)
-PIPELINE_FILES = ("dvc.yaml", "params.yaml", "params.smoke.yaml", ".dvcignore", ".gitignore")
+PIPELINE_FILES = ("dvc.yaml", "params.yaml", "params.smoke.yaml", "plan.yaml", ".dvcignore",
+                  ".gitignore")
 PIPELINE_DIRS = ("stages", "src")
 DOC = "docs/gpu.md, \"Carrying wheels\""
 

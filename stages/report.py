@@ -1,12 +1,13 @@
 """Stage `report`: figures in reports/figures/, reports/report.md and the headline DVC metrics
 (reports/metrics/eval/<policy>.json, reports/metrics/claims/<claim>.json), from the stages'
-measurements (reports/details/) and dvclive curves (dvclive/) only: all in git, so the
-report re-renders in a clone without the data cache."""
+measurements (reports/details/), dvclive curves (dvclive/) and the analysis plan (plan.yaml)
+only: all in git, so the report re-renders in a clone without the data cache."""
 
 import time
 from pathlib import Path
 
 from countdown_rlvr.analysis import claims, headline
+from countdown_rlvr.analysis.plan import PLAN_FILE, PlanError, load_plan
 from countdown_rlvr.analysis.report import (
     IPO_SOURCES,
     MissingInputs,
@@ -36,13 +37,17 @@ def main() -> None:
         if (name is not None or key == "reference") and name not in known:
             raise io.StageError("report", f"`report.{key}` {name!r} is not a policy; use one of "
                                 f"{known} (or add it to `evaluate.policies`)")
+    try:
+        plan = load_plan(PLAN_FILE)  # the analysis plan: each claim's delta and planned power
+    except PlanError as exc:
+        raise io.StageError("report", str(exc)) from exc
     t0 = time.time()
     try:
         inp = render_report(io.DETAILS, "dvclive", "reports/report.md", "reports/figures",
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
                             require_all=cfg.require_all, reference=cfg.reference,
                             best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi,
-                            chain_minutes=cfg.chain_minutes, replicates=chains)
+                            chain_minutes=cfg.chain_minutes, replicates=chains, plan=plan)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
         raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (each "
@@ -52,7 +57,7 @@ def main() -> None:
     headlines = {"eval": {p: headline.policy(pooled) for p, pooled in
                           (inp.compare or {}).get("policies", {}).items()
                           if pooled and p in (*ev.shared, *ev.policies)},
-                 "claims": {c.name: headline.claim(c) for c in claims.evaluate(inp)}}
+                 "claims": {c.name: headline.claim(c) for c in claims.evaluate(inp, plan)}}
     for kind, files in headlines.items():
         with io.atomic_path(Path(io.METRICS) / kind) as tmp:  # whole dir: no stale file
             tmp.mkdir(parents=True)

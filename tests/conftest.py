@@ -56,7 +56,8 @@ class Pipeline:
 def make_pipeline(dest: Path) -> Pipeline:
     """A fresh git + DVC copy of the repo's tracked pipeline files, smoke-sized."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", "params.yaml", "params.smoke.yaml", ".dvcignore", ".gitignore"):
+    for name in ("dvc.yaml", "params.yaml", "params.smoke.yaml", "plan.yaml", ".dvcignore",
+                 ".gitignore"):
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, dest / name)
     for name in ("stages", "src"):

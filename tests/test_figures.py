@@ -22,6 +22,8 @@ ROWS = (
               None, None, "contradicted"),
     ForestRow(LONG, 0.21, (0.14, 0.28), (0.18, 0.24, 0.21), 0.33, None, "inconclusive"),
     ForestRow("OPD > RLOO, pass@1", None, None, (), 0.06, 0.02, "not tested"),
+    ForestRow("SD-R > SFT, pass@1", 0.02, (-0.01, 0.05), (0.0, 0.04), 0.26, 0.13,
+              "smaller than the seed's"),
 )
 
 
@@ -78,12 +80,12 @@ def test_each_row_draws_its_parts_in_its_decisions_colour():
     assert [t.get_text() for t in right.get_yticklabels()] == [r.decision for r in ROWS]
     assert any(line.get_xdata()[0] == 0 for line in ax.get_lines()
                if list(line.get_xdata()) == [0, 0])  # the zero line
-    assert ax.get_xlabel() == "effect (this run's scale)"
-    # the legend names the decisions present (all five here) and the marks
+    assert ax.get_xlabel() == "effect"  # the rows' unit
+    # the legend names the decisions present (all six here) and the marks
     (legend,) = fig.legends
     texts = [t.get_text() for t in legend.get_texts()]
     assert set(DECISIONS) <= set(texts)
-    assert {"one replicate", "seed's effect (scaled)", "±δ (equivalence margin)"} <= set(texts)
+    assert {"one replicate", "seed's effect (scaled)", "±δ (the plan's smallest effect)"} <= set(texts)
     # no label cut: every y tick label inside the figure
     width = fig.bbox.width
     for t in ax.get_yticklabels() + right.get_yticklabels():
@@ -95,7 +97,33 @@ def test_legend_names_only_the_decisions_present():
     fig = fig_claims_forest(ROWS[:1])
     texts = {t.get_text() for t in fig.legends[0].get_texts()}
     assert "reproduced" in texts and not texts & (set(DECISIONS) - {"reproduced"})
-    assert "±δ (equivalence margin)" not in texts  # no row has a delta
+    assert "±δ (the plan's smallest effect)" not in texts  # no row has a delta
+
+
+def test_rows_of_different_units_get_their_own_panel_and_scale():
+    rows = [ForestRow("share above half", -0.09, (-0.13, -0.06), (), 0.09, None,
+                      "contradicted", "share − 50%"),
+            ForestRow("A > B, pass@1", 0.02, (-0.01, 0.05), (), 0.26, 0.13,
+                      "smaller than the seed's", "pass@1 difference"),
+            ForestRow("C > D, pass@1", 0.15, (0.12, 0.17), (), None, None, "reproduced",
+                      "pass@1 difference"),
+            ForestRow("E > F, pass@16", -0.01, (-0.29, 0.27), (), 0.05, 0.025, "inconclusive",
+                      "pass@16 difference")]
+    fig = fig_claims_forest(rows)
+    panels = [ax for ax in fig.axes if ax.get_yticklabels() and ax.get_xlabel()]
+    fig.draw_without_rendering()
+    assert [ax.get_xlabel() for ax in panels] == ["share − 50%", "pass@1 difference",
+                                                  "pass@16 difference"]
+    assert [[t.get_text() for t in ax.get_yticklabels()] for ax in panels] == [
+        ["share above half"], ["A > B, pass@1", "C > D, pass@1"], ["E > F, pass@16"]]
+    # each panel scales to its own rows: pass@16's wide interval does not squeeze pass@1's
+    lo1, hi1 = panels[1].get_xlim()
+    lo16, hi16 = panels[2].get_xlim()
+    assert hi1 - lo1 < 0.5 < hi16 - lo16
+    # gids keep the row's index in `rows`, whatever its panel
+    effects = {int(a.get_gid().split(":")[1]): a for ax in panels for a in ax.get_children()
+               if (a.get_gid() or "").startswith("forest.effect:")}
+    assert tuple(effects[3].get_offsets()[0]) == (-0.01, 0)  # first row of its panel
 
 
 def test_same_rows_give_the_same_png_bytes(tmp_path):

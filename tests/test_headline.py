@@ -1,10 +1,10 @@
 """The headline metrics: only what a user compares across experiments is a DVC metric.
 
 Per policy (evaluate.shared + evaluate.policies) the test pass@k at the smallest and largest k,
-mean and SD over replicates; per seed claim its effect and Holm-adjusted p. Numbers copied
-from the details without change, the same keys in every file of one kind, and small enough
-that `dvc metrics show` fits 200 columns and `dvc metrics diff` of two runs has at most 4 rows
-per policy and 2 per claim.
+mean and SD over replicates; per claim its decision (word and code), effect and Holm-adjusted
+p. Numbers copied from the details without change, the same keys in every file of one kind,
+and small enough that `dvc metrics show` fits 200 columns and `dvc metrics diff` of two runs
+has at most 4 rows per policy and 4 per claim.
 """
 
 import json
@@ -44,26 +44,34 @@ def test_a_shared_policy_has_no_spread():
     assert set(headline.policy(detail("compare.json")["policies"]["base"])) == {"pass@1", "pass@16"}
 
 
-def test_claim_headline_is_its_effect_and_adjusted_p():
+def test_claim_headline_is_its_decision_effect_and_adjusted_p():
     inp = load_inputs(FIXTURE / "details", FIXTURE.parent / "dvclive")
     found = claims.evaluate(inp)
     assert [c.name for c in found] == [fn.__name__ for fn in claims.CLAIMS]  # the file names
     for c in found:
         head = headline.claim(c)
-        assert set(head) <= {"effect", "p"}
+        assert set(head) <= {"decision", "decision_code", "effect", "p"}
+        assert head["decision"] == c.decision.value
+        assert head["decision_code"] == claims.CODES[c.decision]
         if c.adjusted is not None:
             assert head["p"] == c.adjusted
         if c.effect is not None:
             assert head["effect"] == c.effect
 
 
+def test_every_decision_has_its_own_code():
+    assert set(claims.CODES) == set(claims.Decision)
+    assert len(set(claims.CODES.values())) == len(claims.Decision)
+
+
 @given(st.one_of(st.none(), st.floats(allow_nan=False), st.integers(-3, 3)),
-       st.one_of(st.none(), st.floats(0, 1)))
-def test_claim_headline_keeps_numbers_only(effect, p):
+       st.one_of(st.none(), st.floats(0, 1)), st.sampled_from(list(claims.Decision)))
+def test_claim_headline_keeps_numbers_and_the_decision(effect, p, decision):
     c = Claim("a claim", "seed", claims.EFFECT, effect=effect)
-    c.adjusted = p
+    c.adjusted, c.decision = p, decision
     head = headline.claim(c)
-    assert head == {k: v for k, v in (("effect", effect), ("p", p)) if v is not None}
+    assert head == {"decision": decision.value, "decision_code": claims.CODES[decision],
+                    **{k: v for k, v in (("effect", effect), ("p", p)) if v is not None}}
 
 
 def _dvc(*args: str) -> str:
@@ -73,17 +81,22 @@ def _dvc(*args: str) -> str:
 
 
 HEADLINE_KEYS = {"eval": {"pass@1", "pass@16", "pass@1_sd", "pass@16_sd"},
-                 "claims": {"effect", "p"}}
+                 "claims": {"decision", "decision_code", "effect", "p"}}
 
 
 def test_committed_metrics_fit_200_columns_and_hold_only_the_headline():
     """`dvc metrics show` of this checkout (a fresh clone's view: the metrics are in git): one
     row per policy and per claim, and only the headline values in them, so a diff of two runs
-    has at most 4 rows per policy and 2 per claim (a claim that was not tested has no p)."""
+    has at most 4 rows per policy and 4 per claim (a claim that was not tested has no p), and
+    every claim's file holds its decision."""
     lines = _dvc("metrics", "show").splitlines()
     assert lines and max(map(len, lines)) <= 200, max(map(len, lines))
     files = sorted((ROOT / io.METRICS).rglob("*.json"))
     assert {f.parent.name for f in files} == set(HEADLINE_KEYS)
     for f in files:
-        assert set(json.loads(f.read_text())) <= HEADLINE_KEYS[f.parent.name], f
+        values = json.loads(f.read_text())
+        assert set(values) <= HEADLINE_KEYS[f.parent.name], f
+        if f.parent.name == "claims":
+            assert values["decision"] in {d.value for d in claims.Decision}, f
+            assert values["decision_code"] == claims.CODES[claims.Decision(values["decision"])]
     assert len(lines) == 1 + len(files)  # one row per policy and per claim

@@ -66,6 +66,26 @@ def table_rows(md: str, title: str) -> list[list[str]]:
     return rows[1:]  # without the header
 
 
+CLAIMS_TABLE = "## Claims vs this run"
+
+
+def claim_table(md: str) -> dict[str, list[str]]:
+    """The short claims table, by claim (claims.SHORT)."""
+    return {r[0]: r for r in table_rows(md, CLAIMS_TABLE)}
+
+
+def claim_details(md: str, short: str) -> dict[str, str]:
+    """A claim's section of "Claims in detail": {bullet title: its text}."""
+    section = md[md.index(f"### {short}\n"):]
+    out = {}
+    for line in section.splitlines()[2:]:
+        if not line.startswith("- **"):
+            break
+        title, _, text = line[4:].partition("**")
+        out[title] = text.lstrip(":").strip()
+    return out
+
+
 @pytest.fixture(scope="module")
 def complete(tmp_path_factory):
     root = copy_fixture(tmp_path_factory.mktemp("complete"))
@@ -99,7 +119,8 @@ def test_every_table_is_filled_from_the_metrics(complete):
     assert rows["rloo"][2] == f"{v['mean']:.3f} [{v['ci_low']:.3f}, {v['ci_high']:.3f}]"
     assert v["mean"] == pytest.approx(np.mean(list(v["per_replicate"].values())))
     assert rows["rloo"][4] == ", ".join(f"{t} {x:.3f}" for t, x in v["per_replicate"].items())
-    d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["pooled"]
+    # the same contrast, the same test as the claims: the crossed problems x replicates model
+    d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["crossed"]
     assert rows["rloo"][6] == f"{d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
     assert rows["sft"][6] == "ref." and rows["base"][6].startswith("-")
     assert rows["rloo"][7] == f"{d['pvalue']:.3g}"
@@ -149,28 +170,36 @@ def test_every_table_is_filled_from_the_metrics(complete):
     assert ks == [1, 4, 8, 16]
 
 
-def test_seed_claims_and_design_differences(complete):
-    """The claims table opens the report: a pooled verdict per claim with its stated rule,
-    the per-replicate numbers beside it; a claim without its inputs says why."""
+def test_claims_table_and_design_differences(complete):
+    """What was found comes first (one line per claim: decision and effect), then the forest
+    plot and a short table (one row per claim, cells a terminal can show); the details of
+    each claim are sections at the end."""
+    from countdown_rlvr.analysis import claims
+
     _, md = complete
-    assert md.index("## Seed claims vs this run") < md.index("(S4 Table 1)")
-    rows = table_rows(md, "Seed claims vs this run")
-    assert len(rows) == 9  # the eight claims and S1's premise
-    assert all(r[9].strip("*").split()[0].strip(":;") in {"reproduced", "contradicted",
-                                                         "inconclusive", "not"} for r in rows)
-    assert {r[6] for r in rows} == {"effect", "no change", "above"}
-    rl = next(r for r in rows if r[0].startswith("S4: RLOO"))
+    assert md.index("## What was found") < md.index(CLAIMS_TABLE) < md.index("(S4 Table 1)") \
+        < md.index("## Claims in detail")
+    found = md[md.index("## What was found"):md.index("## The answers at a glance")]
+    assert "**written after this run was seen**" in found  # plan.yaml says so
+    bullets = [line for line in found.splitlines() if line.startswith("- **")]
+    assert len(bullets) == len(claims.CLAIMS)
+    rows = claim_table(md)
+    assert list(rows) == [claims.SHORT[fn.__name__] for fn in claims.CLAIMS]
+    words = {"reproduced", "contradicted", "inconclusive", "not tested", "not testable",
+             "smaller than the seed's", "equivalent"}
+    assert all(any(r[2].startswith(w) for w in words) for r in rows.values())
+    assert {r[1] for r in rows.values()} == {"seed", "extension"}
+    for line in md.splitlines():  # every table line fits a wide terminal
+        assert not line.startswith("|") or len(line) <= 200, line
+    rl = claim_details(md, claims.SHORT["rloo_sharpens"])
     d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]
-    assert f"pass@1 diff {d['pooled']['mean']:+.3f} [" in rl[2]
-    assert all(f"{t} pass@1 {r['pass_diff']:+.3f}" in rl[3] for t, r in d["per_replicate"].items())
+    assert f"pass@1 diff {d['crossed']['mean']:+.3f} [" in rl["This run"]
+    assert all(f"{t} pass@1 {r['pass_diff']:+.3f}" in rl["Per replicate"]
+               for t, r in d["per_replicate"].items())
     # the fixture's arms all moved: every check passes in every replicate
-    assert rl[4] == ("rloo (training rollout pass rate rises (with a curriculum: its first "
-                     "tier's), curriculum unlocks before 75% of the steps): r0 pass, r1 pass, "
-                     "r2 pass")
-    # Holm: the adjusted p is never below the raw one
-    for r in rows:
-        if r[7] != "–":
-            assert float(r[8]) >= float(r[7])
+    assert rl["Arm check"] == ("rloo (training rollout pass rate rises (with a curriculum: its "
+                               "first tier's), curriculum unlocks before 75% of the steps): r0 "
+                               "pass, r1 pass, r2 pass")
     assert "KL term" in md and "number misuse" in md and "The teacher** has" in md
     # the fixture's OOD split separates its policies: no "measures almost nothing" caveat
     c = metrics("compare.json")
@@ -199,47 +228,85 @@ def test_the_ood_caveat_only_when_the_split_is_at_its_floor():
 
 
 def test_a_claim_of_no_change_is_not_reproduced_by_a_non_significant_test(complete):
-    """S4's 'pass@1 up, pass@16 not': pass@1 rises in every replicate, but pass@16's interval
-    does not exclude a rise beyond the margin, so the verdict is inconclusive, not reproduced."""
+    """S4's 'pass@1 up, pass@16 not': pass@16's interval does not exclude a rise beyond the
+    margin, so the decision is inconclusive, not reproduced."""
+    from countdown_rlvr.analysis.claims import SHORT
+
     _, md = complete
-    rl = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S4: RLOO"))
-    top = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k16"]["pooled"]
+    top = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k16"]["crossed"]
     assert top["ci_high"] > 0.05 and top["pvalue"] > 0.05  # not significant, yet not excluded
-    assert rl[9].startswith("**inconclusive (pass@1 rises: ")
+    assert claim_table(md)[SHORT["rloo_sharpens"]][2] == "inconclusive"
 
 
-def test_claim_verdicts_follow_the_pooled_test_after_holm():
+def decided(rule, p=None, right=True, against=None, smaller=None, delta=0.1, status=None,
+            for_decision=None, others=()):
+    """A claim with these tests' ps, decided as evaluate does (Holm over it and `others`,
+    the rest of its family's claim ps)."""
+    from countdown_rlvr.analysis import claims
+
+    kw = {} if for_decision is None else {"for_decision": for_decision}
+    c = claims.Claim("x", "y", rule, right_way=right, pvalue=p, against=against,
+                     smaller=smaller, delta=delta, **kw)
+    if status:
+        c.check_status, c.check_why = status, "why"
+    fam = claims.family([c])
+    fam += [(claims.Claim("o", "o", claims.EFFECT), q) for q in others]
+    claims._holm_family(fam, 0.05)
+    c.decision = c.decide()
+    return c
+
+
+def test_each_decision_route_and_its_words():
+    """The claim fixture of every route: the decision (claims.Decision) from the tests that
+    decide at the claim's Holm step, and the words the report gives it."""
     from countdown_rlvr.analysis.checks import FAIL, NOT_MEASURED
-    from countdown_rlvr.analysis.claims import ABOVE, EFFECT, NO_CHANGE, Claim
+    from countdown_rlvr.analysis.claims import ABOVE, EFFECT, NO_CHANGE, Decision
+    from countdown_rlvr.analysis.report import decision_words
 
-    def verdict(rule, p, right=True, against=None, status=None):
-        c = Claim("x", "y", rule, right_way=right, pvalue=p, against=against)
-        ps = c.tests()
-        # as evaluate does: Holm over a family of this claim alone is the claim's p itself
-        c.adjusted = c.claim_p()
-        c.decided_by = min(ps, key=ps.get) if ps else "for"
-        if status:
-            c.check_status, c.check_why = status, "why"
-        return c.verdict()
+    def route(*a, **kw):
+        c = decided(*a, **kw)
+        return c.decision, decision_words(c)
 
-    assert verdict(EFFECT, 0.01) == "reproduced" and verdict(EFFECT, 0.01, False) == "contradicted"
-    assert verdict(EFFECT, 0.2) == "inconclusive"
-    assert verdict(NO_CHANGE, 0.2, against=0.01) == "contradicted"
-    assert verdict(ABOVE, 0.01, against=0.9) == "reproduced"
-    assert verdict(ABOVE, 0.6, against=0.01) == "contradicted"
-    assert verdict(ABOVE, 0.3, against=0.7) == "inconclusive"
+    assert route(EFFECT, 0.001, smaller=0.9) == (Decision.REPRODUCED, "reproduced")
+    assert route(EFFECT, 0.001, False, smaller=0.9) == (Decision.CONTRADICTED, "contradicted")
+    # the effect is not significant, but gains above delta are excluded: "smaller", never
+    # "equivalent" and never "no effect"
+    d, words = route(EFFECT, 0.3, smaller=0.001, delta=0.131)
+    assert d == Decision.SMALLER and words == ("smaller than the seed's (gains above +0.131 "
+                                               "excluded); an effect below that is not ruled out")
+    assert "equivalent" not in words and "no effect" not in words
+    # both: a real effect, below half the seed's
+    assert route(EFFECT, 0.001, smaller=0.002)[0] == Decision.REPRODUCED_SMALLER
+    # equivalent only where the seed claims no change
+    d, words = route(NO_CHANGE, 0.001, against=0.9, delta=0.05,
+                     for_decision=Decision.EQUIVALENT)
+    assert d == Decision.EQUIVALENT and words.startswith("equivalent: no change beyond ±0.05")
+    assert route(NO_CHANGE, 0.9, against=0.001, delta=0.05,
+                 for_decision=Decision.EQUIVALENT)[0] == Decision.CONTRADICTED
+    assert route(NO_CHANGE, 0.2, against=0.01)[0] == Decision.CONTRADICTED
+    assert route(ABOVE, 0.01, against=0.9)[0] == Decision.REPRODUCED
+    assert route(ABOVE, 0.6, against=0.01)[0] == Decision.CONTRADICTED
+    assert route(EFFECT, 0.2, smaller=0.3) == (Decision.INCONCLUSIVE, "inconclusive")
     # one claim, two tests: its p is Bonferroni over them (0.03 x 2), not significant
-    assert verdict(ABOVE, 0.03, against=0.9) == "inconclusive"
-    assert verdict(EFFECT, None).startswith("inconclusive: one replicate")
-    # an arm that did not move, or a check not measured: no verdict, whatever the p
-    assert verdict(EFFECT, 0.001, status=FAIL) == "not tested: why"
-    assert verdict(EFFECT, 0.001, status=NOT_MEASURED) == "not tested: why"
+    assert route(ABOVE, 0.03, against=0.9)[0] == Decision.INCONCLUSIVE
+    # Holm: a claim significant alone is not in a family of four whose others are not
+    assert route(EFFECT, 0.02, smaller=None)[0] == Decision.REPRODUCED
+    assert route(EFFECT, 0.02, smaller=None, others=(0.5, 0.6, 0.7))[0] == Decision.INCONCLUSIVE
+    # within a decided claim, a second test decides only at the claim's Holm step level
+    c = decided(EFFECT, 0.0001, smaller=0.02, others=(0.5,))  # step alpha/2, 2 tests
+    assert c.significant == {"for"} and c.decision == Decision.REPRODUCED
+    one = "inconclusive (one replicate: the pooled test needs two or more)"
+    assert route(EFFECT, None) == (Decision.INCONCLUSIVE, one)
+    # an arm that did not move, or a check not measured: no decision, whatever the p
+    for status in (FAIL, NOT_MEASURED):
+        assert route(EFFECT, 0.001, status=status) == (Decision.NOT_TESTED, "not tested: why")
+    c = decided(EFFECT, 0.001)
+    c.why_not = "no compare.json"
+    assert c.decide() == Decision.NOT_TESTABLE
 
 
 def claims_rows(root: Path) -> dict[str, list[str]]:
-    md = (root / "reports/report.md").read_text()
-    return {r[0].split(":")[0] + ":" + r[0].split(":")[1][:12]: r
-            for r in table_rows(md, "Seed claims vs this run")}
+    return claim_table((root / "reports/report.md").read_text())
 
 
 def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
@@ -247,6 +314,7 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     on rloo read "not tested", name the arm, the check and the replicate, and leave Holm's
     family; an IPO check the stage did not write reads "not measured"."""
     from countdown_rlvr.analysis import claims
+    from countdown_rlvr.analysis.claims import SHORT
 
     root = copy_fixture(tmp_path)
     details = root / "reports/details"
@@ -258,26 +326,25 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
         del m["val_margin_after"]
         path.write_text(json.dumps(m))
     inp = render(root, require_all=True)
-    rows = table_rows((root / "reports/report.md").read_text(), "Seed claims vs this run")
-    by = {r[0][:30]: r for r in rows}
-    sharpen = next(r for r in rows if r[0].startswith("S4: RLOO"))
-    assert sharpen[9].startswith("**not tested: rloo failed its check (training rollout pass "
-                                 "rate rises (with a curriculum: its first tier's), curriculum "
-                                 "unlocks before 75% of the steps, fails in r1)")
-    assert "r1 fail" in sharpen[4] and "r0 pass" in sharpen[4]
-    assert sharpen[8] == "–" and sharpen[7] != "–"  # its raw p shown, out of the family
-    shaped = next(r for r in rows if r[0].startswith("S1: the shaped"))
-    assert shaped[9].startswith("**not tested: rloo failed its check")
-    ipo = next(r for r in rows if r[0].startswith("S1: verified"))
-    assert ipo[9] == ("**not tested: preference margin on held-out pairs rises, chosen answers "
-                      "lose < 0.5 nats/token vs SFT, pass@1 on train problems it did not train "
-                      "on >= (1 - ipo.skill_margin) x SFT's not measured (ipo_scripted: r0, r1, "
-                      "r2)**")
-    assert all(r[10] == "–" for r in (sharpen, shaped, ipo))  # no replicates to plan
+    md = (root / "reports/report.md").read_text()
+    rows = claim_table(md)
+    sharpen = claim_details(md, SHORT["rloo_sharpens"])
+    assert sharpen["Decision"] == ("not tested: rloo failed its check (training rollout pass "
+                                   "rate rises (with a curriculum: its first tier's), "
+                                   "curriculum unlocks before 75% of the steps, fails in r1)")
+    assert "r1 fail" in sharpen["Arm check"] and "r0 pass" in sharpen["Arm check"]
+    assert rows[SHORT["rloo_sharpens"]][7] == "–"  # out of the family
+    assert rows[SHORT["shaped"]][2] == "not tested (an arm failed its check)"
+    ipo = claim_details(md, SHORT["ipo_sources"])
+    assert ipo["Decision"] == ("not tested: preference margin on held-out pairs rises, chosen "
+                               "answers lose < 0.5 nats/token vs SFT, pass@1 on train problems "
+                               "it did not train on >= (1 - ipo.skill_margin) x SFT's not "
+                               "measured (ipo_scripted: r0, r1, r2)")
+    assert all("Replicates to decide" not in claim_details(md, SHORT[n])
+               for n in ("rloo_sharpens", "shaped", "ipo_sources"))  # nothing to plan
     found = claims.evaluate(inp)
     assert {c.name for c, _ in claims.family(found)} == {
         c.name for c in found if c.name not in {"rloo_sharpens", "shaped", "ipo_sources"}}
-    assert len(by) == 9
 
 
 def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):
@@ -285,6 +352,8 @@ def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):
     ipo_easyneg's margin rose but in r2 it kept less than 0.75 of SFT's pass@1 on unseen train
     problems, and distill_R's loss fell but in r1 it solves its repairs' problems no better
     than SFT: both claims read "not tested", naming the arm, the check and the replicate."""
+    from countdown_rlvr.analysis.claims import SHORT
+
     root = copy_fixture(tmp_path)
     details = root / "reports/details"
     for rel, change in (("ipo/easyneg/r2.json", {"skill_sft": 0.08, "skill_ipo": 0.04}),
@@ -292,80 +361,82 @@ def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):
         path = details / rel
         path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
     render(root, require_all=True)
-    rows = table_rows((root / "reports/report.md").read_text(), "Seed claims vs this run")
-    ipo = next(r for r in rows if r[0].startswith("S1: verified"))
-    assert ipo[9].startswith("**not tested: ipo_easyneg failed its check (preference margin")
-    assert ">= (1 - ipo.skill_margin) x SFT's, fails in r2)" in ipo[9]
-    sd = next(r for r in rows if r[0].startswith("S0: self-distillation"))
-    assert sd[9] == ("**not tested: distill_R failed its check (trained, its loss fell, and it "
-                     "solves the problems of its training repairs without feedback more often "
-                     "than SFT (pass@1), fails in r1)**")
+    md = (root / "reports/report.md").read_text()
+    ipo = claim_details(md, SHORT["ipo_sources"])["Decision"]
+    assert ipo.startswith("not tested: ipo_easyneg failed its check (preference margin")
+    assert ipo.endswith(">= (1 - ipo.skill_margin) x SFT's, fails in r2)")
+    assert claim_details(md, SHORT["self_distill"])["Decision"] == (
+        "not tested: distill_R failed its check (trained, its loss fell, and it solves the "
+        "problems of its training repairs without feedback more often than SFT (pass@1), "
+        "fails in r1)")
 
 
-def test_the_premise_row_and_what_each_contrast_isolates(complete):
-    """S1's premise (binary RLOO does not learn over SFT) is its own row, tested as a
-    no-change claim with the rise as its p against; the shaped row says what the premise
-    found. S0's feedback row names what each of its three contrasts isolates."""
+def test_the_premise_row_the_seeds_feedback_claim_and_the_extensions(complete):
+    """S1's premise (binary RLOO flat-lines) is its own no-change row, the shaped row says
+    what it found. S0's feedback row is the seed's claim (R beats every F), with no F0 in it;
+    F vs F0 and R vs F0 are extension rows in their own family."""
+    from countdown_rlvr.analysis.claims import SHORT
+
     _, md = complete
-    rows = table_rows(md, "Seed claims vs this run")
-    names = [r[0] for r in rows]
-    premise = next(r for r in rows if r[0].startswith("S1 premise"))
-    assert names.index(premise[0]) == names.index(next(n for n in names
-                                                       if n.startswith("S1: the shaped"))) - 1
-    d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["pooled"]
-    assert premise[6] == "no change"
-    assert f"binary RLOO − SFT pass@1 {d['mean']:+.3f}" in premise[9]
-    assert "binary learns" in premise[9]  # p 0.016 before Holm: the rise holds on its own
-    shaped = next(r for r in rows if r[0].startswith("S1: the shaped"))
-    outcome = premise[9].strip("*").split(" (")[0]  # the premise row's own verdict
+    names = list(claim_table(md))
+    assert names.index(SHORT["shaped_premise"]) == names.index(SHORT["shaped"]) - 1
+    d = metrics("compare.json")["pairs"]["rloo_vs_sft"]["test"]["k1"]["crossed"]
+    premise = claim_details(md, SHORT["shaped_premise"])
+    assert premise["Claim"].startswith("(seed, no change)")
+    assert f"binary RLOO − SFT pass@1 {d['mean']:+.3f}" in premise["Contrasts"]
+    assert "binary learns" in premise["Contrasts"]
+    shaped = claim_details(md, SHORT["shaped"])
+    outcome = claim_table(md)[SHORT["shaped_premise"]][2]
     assert f"premise (its own row): {outcome}, binary RLOO − SFT pass@1 {d['mean']:+.3f}" \
-        in shaped[9]
-    fb = next(r for r in rows if r[0].startswith("S0: a fresh resample"))
-    for isolates in ("F vs R, feedback against a fresh resample",
-                     "F0 vs R, the repair format itself",
-                     "F vs F0, the feedback's content given the repair format"):
-        assert isolates in fb[9]
-    zero = next(r for r in rows if r[0].startswith("S0: most prompts"))
-    assert zero[6] == "above" and "vs the seed's 59.2% (context, not the verdict)" in zero[2]
+        in shaped["Decision"]
+    fb = claim_details(md, SHORT["feedback"])
+    assert "F0" not in fb["Claim"] and "F0" not in fb["Contrasts"]
+    assert all(f"R vs {f}: R − {f}" in fb["Contrasts"] for f in ("F1", "F2", "F3", "F4"))
+    assert "S0 ran no F0" in fb["Seed"] and "F0 lowest" not in md
+    rows = claim_table(md)
+    assert rows[SHORT["every_f_beats_f0"]][1] == rows[SHORT["resample_beats_f0"]][1] == \
+        "extension"
+    zero = claim_details(md, SHORT["zero_informative"])
+    assert zero["Claim"].startswith("(seed, above)")
+    assert "vs the seed's 59.2% (context, not the decision)" in zero["This run"]
 
 
 def test_an_inconclusive_claim_says_how_many_replicates_would_decide_it(complete):
     """The replicates the crossed test needs (80% power at Holm's strictest level, from the
-    variance components it estimated), at the observed effect and the seed's, and the
-    command that adds the seeds; a seed effect on another scale is said to be unusable."""
+    variance components it estimated) over every decision route (the effect test, the
+    smaller-than test), at the observed effect and the plan's, and the command that adds the
+    seeds; a seed effect on another scale is said to be unusable."""
     from countdown_rlvr.analysis import claims
+    from countdown_rlvr.analysis.plan import load_plan
     from countdown_rlvr.stats.crossed import crossed_replicates_needed
 
     root, md = complete
     inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
     found = {c.name: c for c in claims.evaluate(inp)}
     sd_claim = found["self_distill"]
-    assert sd_claim.outcome() == "inconclusive"
-    (plan,) = sd_claim.plans
-    alpha = 0.05 / len(claims.family(found.values())) / len(sd_claim.tests())
-    comps, n_problems = plan.crossed.components(), plan.crossed.n_problems
-    n_obs = crossed_replicates_needed(abs(plan.observed), comps, n_problems, alpha)
-    # the seed's effect scaled to this model: its relative change (+95%) at SFT's pass@1
-    assert sd_claim.seed_scaled == pytest.approx((0.168 - 0.086) / 0.086 * float(np.mean(
-        [r["pass_b"] for r in metrics("compare.json")["pairs"]["distill_R_vs_sft"]["test"]["k1"]
-         ["per_replicate"].values()])))
-    n_seed = crossed_replicates_needed(sd_claim.seed_scaled, comps, n_problems, alpha)
-    row = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S0: self-dist"))
-    assert row[10].startswith(f"{n_obs} replicates at the observed effect, {n_seed} "
-                              "replicates at the seed's")
-    seeds = ",".join(map(str, range(n_obs if n_obs > 3 else n_seed)))  # r0-r2 and the new
-    # the claim's chain (SFT -> repair -> distill) and SFT's list, which trains the new seeds
+    assert sd_claim.decision == claims.Decision.INCONCLUSIVE
+    effect_route, smaller_route = sd_claim.plans
+    alpha = 0.05 / len(claims.family(found.values(), claims.SEED)) / len(sd_claim.tests())
+    comps, n_problems = effect_route.crossed.components(), effect_route.crossed.n_problems
+
+    def n(effect, alt):
+        return crossed_replicates_needed(effect, comps, n_problems, alpha, alternative=alt)
+
+    # the seed's effect and delta come from plan.yaml, not from this run's level
+    planned = load_plan().of("self_distill")
+    assert sd_claim.seed_scaled == pytest.approx((0.168 - 0.086) / 0.086 * planned.level)
+    assert sd_claim.delta == planned.delta
+    assert smaller_route.seed == planned.delta and smaller_route.one_sided
+    n_obs = max(n(abs(effect_route.observed), "two-sided"), n(smaller_route.observed, "greater"))
+    n_plan = max(n(sd_claim.seed_scaled, "two-sided"), n(planned.delta, "greater"))
+    text = claim_details(md, claims.SHORT["self_distill"])["Replicates to decide"]
+    assert text.startswith(f"{n_obs} replicates at the observed effect, {n_plan} replicates "
+                           "at the plan's (every route)")
+    seeds = ",".join(map(str, range(n_obs if n_obs > 3 else n_plan)))
     assert f"`dvc exp run -S 'replicates.seeds=[{seeds}]' -S 'replicates.repair=[{seeds}]'`" \
-        in row[10] and "more replicates of the repair chain" in row[10]
-    fb = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S0: a fresh"))
-    assert "the seed's effect is not a number we can use here" in fb[10]
-    # shaped vs binary: S1 gives a rollout accuracy, S0 a pass@1 pair (0.088 -> 0.120),
-    # scaled to this run's binary RLOO
-    binary = float(np.mean([r["pass_b"] for r in metrics("compare.json")["pairs"][
-        "rloo_shaped_vs_rloo"]["test"]["k1"]["per_replicate"].values()]))
-    assert found["shaped"].seed_scaled == pytest.approx((0.120 - 0.088) / 0.088 * binary)
-    assert found["shaped"].delta == pytest.approx(found["shaped"].seed_scaled / 2)
-    assert "Replicates to decide" in md
+        in text and "more replicates of the repair chain" in text
+    fb = claim_details(md, claims.SHORT["interventions"])["Replicates to decide"]
+    assert "the seed's effect is not a number we can use here" in fb
 
 
 def test_differences_read_policy_minus_reference_in_either_pair_order(complete, tmp_path):
@@ -374,10 +445,12 @@ def test_differences_read_policy_minus_reference_in_either_pair_order(complete, 
     path = root / "reports/details/compare.json"
     rep = json.loads(path.read_text())
     swapped = {}  # [rloo, sft] written as [sft, rloo]: every pooled difference negated
+
+    def neg(p):
+        return {**p, "mean": -p["mean"], "ci_low": -p["ci_high"], "ci_high": -p["ci_low"]}
+
     for k, r in rep["pairs"].pop("rloo_vs_sft")["test"].items():
-        p = r["pooled"]
-        swapped[k] = {**r, "pooled": {**p, "mean": -p["mean"], "ci_low": -p["ci_high"],
-                                      "ci_high": -p["ci_low"]}}
+        swapped[k] = {**r, "pooled": neg(r["pooled"]), "crossed": neg(r["crossed"])}
     rep["pairs"]["sft_vs_rloo"] = {"test": swapped}
     path.write_text(json.dumps(rep))
     render(root, require_all=True)
@@ -471,6 +544,7 @@ def run_stage(root: Path, monkeypatch, **report):
     # the fixture's replicates, r0-r2, in every chain (the defaults start at seed 1)
     params["replicates"] = {chain: [0, 1, 2] for chain in params["replicates"]}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    shutil.copy(ROOT / "plan.yaml", root / "plan.yaml")  # the analysis plan, a dep of report
     monkeypatch.chdir(root)
     runpy.run_path(str(ROOT / "stages/report.py"), run_name="__main__")
 
@@ -494,6 +568,13 @@ def test_stage_errors_name_the_fix(tmp_path, monkeypatch):
         run_stage(root, monkeypatch, require_all=False, reference="nobody")
     run_stage(root, monkeypatch, require_all=False)  # the same inputs render when allowed
     assert "not run" in (root / "reports/report.md").read_text()
+    # a delta that breaks the plan's rule names the value the rule gives
+    plan = (ROOT / "plan.yaml").read_text().replace("delta: 0.131", "delta: 0.2")
+    (root / "plan.yaml").write_text(plan)
+    monkeypatch.chdir(root)
+    with pytest.raises(SystemExit, match=r"claims.self_distill: delta 0.2 breaks the rule.*"
+                                         r"set `delta: 0.131`"):
+        runpy.run_path(str(ROOT / "stages/report.py"), run_name="__main__")
 
 
 def test_fixture_is_what_the_producers_write_today(tmp_path):
@@ -537,11 +618,13 @@ def test_interventions_table_and_claim_read_both_halves(complete):
     assert set(rows) >= {"int", "plain_rl", "sft"}
     assert rows["plain_rl"][4] == f"{m['heldout_pass_at_k']['plain_rl']['pass@k']:.3f}"
     assert rows["plain_rl"][5] == f"{m['heldout_mcnemar']['int_vs_plain_rl']['pvalue']:.3g}"
-    claim = next(r for r in table_rows(md, "Seed claims") if r[0].startswith("S3"))
+    from countdown_rlvr.analysis.claims import SHORT
+
+    claim = claim_details(md, SHORT["interventions"])
     diffs = [metrics(f"int/{t}.json")["heldout_pass_at_k"]["int"]["pass@k"]
              - metrics(f"int/{t}.json")["heldout_pass_at_k"]["plain_rl"]["pass@k"]
              for t in ("r0", "r1", "r2")]
-    assert f"{np.mean(diffs):+.3f}" in claim[2] and "r2 " in claim[3]
+    assert f"{np.mean(diffs):+.3f}" in claim["This run"] and "r2 " in claim["Per replicate"]
 
 
 def test_one_formatter_for_intervals_p_values_and_tables():
@@ -573,7 +656,7 @@ def test_a_claim_the_shared_problems_keep_out_of_reach_asks_for_problems_not_rep
     def needed(observed):
         c = Claim("x", "y", EFFECT, plans=[Plan("a − b", observed, None, res.sd, crossed=res)],
                   seed_unusable="not on this scale")
-        c.adjusted = 0.5  # inconclusive
+        c.adjusted = 0.5  # inconclusive (the default decision)
         return c.needed({key: [0, 1, 2] for key in CHAINS})
 
     assert needed(0.01).startswith("no replicate count (the shared test problems'")
@@ -581,103 +664,115 @@ def test_a_claim_the_shared_problems_keep_out_of_reach_asks_for_problems_not_rep
         "replicates.seeds=[0,1,2,3,4,5,6]" in needed(0.045)
 
 
-def test_an_effect_claim_can_be_decided_equivalent():
-    """Two one-sided tests with the claim's own SE put the effect within +-delta (half the
-    seed's scaled effect): the claim is decided equivalent; a wide interval is not; and the
-    TOST p is the larger one-sided p, checked in closed form."""
-    from scipy.stats import t as t_dist
+def test_delta_and_the_seed_effect_come_from_the_plan_file(complete):
+    """plan.yaml fixes each claim's delta by one rule (half the seed's relative change at the
+    development level); the claims read it, so a different plan changes delta and the
+    smaller-than test, never this run's level; the plan says whether it was written before
+    the run, and the report prints it."""
+    import dataclasses
 
-    from countdown_rlvr.analysis.claims import EFFECT, Claim, _scaled, _tost
-    from countdown_rlvr.stats.crossed import from_mean_squares
+    from countdown_rlvr.analysis import claims
+    from countdown_rlvr.analysis.plan import PlanError, load_plan, parse_plan, rule_delta
 
-    c = Claim("x", "y", EFFECT)
-    assert _scaled(c, 0.086, 0.168, 0.05, "pass@1") == pytest.approx(0.05 * 0.082 / 0.086)
-    assert c.delta == pytest.approx(c.seed_scaled / 2) and "+95%" in c.scaling
-    tight = from_mean_squares(0.001, 0.002, 0.001, 0.001, 400, 6)  # se ~ 0.0009
-    p = _tost(tight, 0.02)
-    se, df = tight.se, tight.df
-    assert p == pytest.approx(max(t_dist.sf((0.001 + 0.02) / se, df),
-                                  t_dist.cdf((0.001 - 0.02) / se, df)))
-    wide = from_mean_squares(0.001, 2.0, 1.0, 1.0, 400, 3)
-    assert _tost(wide, 0.02) > 0.05 and _tost(tight, None) is None
+    plan = load_plan(ROOT / "plan.yaml")
+    for cp in plan.claims.values():
+        if cp.kind == "effect" and cp.relative is not None:
+            assert cp.delta == pytest.approx(rule_delta(0.5, cp.seed_from, cp.seed_to,
+                                                        cp.level), abs=5e-4)
+    assert plan.written_before_run is False and "cecf67f" in plan.note
+    root, md = complete
+    assert "**written after this run was seen**" in md and plan.note in md
+    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
+    sd = {c.name: c for c in claims.evaluate(inp, plan)}["self_distill"]
+    assert (sd.delta, sd.seed_scaled) == (plan.of("self_distill").delta,
+                                          plan.of("self_distill").scaled)
+    wider = dataclasses.replace(plan, claims={**plan.claims, "self_distill": dataclasses.replace(
+        plan.of("self_distill"), delta=0.2)})
+    sd2 = {c.name: c for c in claims.evaluate(inp, wider)}["self_distill"]
+    assert sd2.delta == 0.2 and sd2.smaller < sd.smaller and sd2.effect == sd.effect
+    raw = yaml.safe_load((ROOT / "plan.yaml").read_text())
+    raw["claims"]["shaped"]["delta"] = 0.05
+    with pytest.raises(PlanError, match=r"claims.shaped: delta 0.05 breaks the rule"):
+        parse_plan(raw)
+    raw = yaml.safe_load((ROOT / "plan.yaml").read_text())
+    del raw["claims"]["shaped"]["replicates"]
+    with pytest.raises(PlanError, match=r"claims.shaped: `replicates` missing"):
+        parse_plan(raw)
 
-    def decided(test):
-        c = Claim("x", "y", EFFECT, pvalue=test.pvalue, right_way=True, delta=0.02,
-                  equiv=_tost(test, 0.02))
-        ps = c.tests()
-        c.adjusted, c.decided_by = c.claim_p(), min(ps, key=ps.get)
-        return c.outcome()
 
-    assert decided(tight) == "equivalent (|effect| < 0.02)"
-    assert decided(wide) == "inconclusive"
-
-
-def test_the_report_opens_with_the_forest_plot_of_the_claims(complete):
-    """Item 7: the answers first. The forest plot comes before the claims table and has one
-    row per claim, each with its claim's decision, effect, interval and replicate points."""
+def test_the_report_opens_with_what_was_found_and_the_forest_plot(complete):
+    """The answers first: the list of findings, then the forest plot, then the claims table.
+    The plot has one row per claim, each with its claim's decision, effect, interval,
+    replicate points and unit (its panel)."""
     from countdown_rlvr.analysis import claims
     from countdown_rlvr.analysis.figures import claim_rows, decision
 
     root, md = complete
-    assert md.index("## The answers at a glance") < md.index("## Seed claims vs this run")
-    assert "](figures/claims.png)" in md.split("## Seed claims vs this run")[0]
+    assert md.index("## What was found") < md.index("## The answers at a glance") \
+        < md.index(CLAIMS_TABLE)
+    assert "](figures/claims.png)" in md.split(CLAIMS_TABLE)[0]
     found = claims.evaluate(load_inputs(root / "reports/details", root / "dvclive", CONFIGURED))
     rows = claim_rows(found)
-    assert [r.decision for r in rows] == [decision(c.outcome()) for c in found]
+    assert [r.decision for r in rows] == [decision(c) for c in found]
     for r, c in zip(rows, found, strict=True):
-        assert r.effect == c.effect and r.ci == c.ci
+        assert r.effect == c.effect and r.ci == c.ci and r.unit == c.unit
         assert len(r.per_replicate) == 3 or c.why_not  # the fixture: r0, r1, r2
-    assert decision("not testable: no compare.json") == "not tested"
-    assert decision("equivalent (|effect| < 0.02)") == "equivalent"
-    assert decision("inconclusive: one replicate (the pooled test needs two or more)") == \
-        "inconclusive"
+    by = {c.name: c for c in found}
+    assert by["self_distill"].unit == by["shaped"].unit == "pass@1 difference"
+    assert by["zero_informative"].unit == "share − 50%"
 
 
-def test_anti_collapse_is_not_tested_when_plain_opd_did_not_collapse(tmp_path):
-    """S4's anti-collapse arm prevents plain OPD's diversity collapse: with plain OPD's
-    rollout entropy flat in one replicate (training rollouts, not the test split), there is
-    nothing to prevent, so the claim is not tested, says why, and leaves Holm's family."""
+def test_anti_collapse_is_tested_on_pass_at_k_whatever_plain_opd_entropy_did(tmp_path):
+    """S4 states anti-collapse OPD on pass@16; whether plain OPD's rollout entropy collapsed
+    is the project's question, an extension row in its own Holm family: flattening plain
+    OPD's entropy in one replicate changes that row, not the seed's claim."""
     from countdown_rlvr.analysis import claims
 
     root = copy_fixture(tmp_path)
-    inp = render(root, require_all=True)
-    before = {c.name: c for c in claims.evaluate(inp)}["opd_anti_collapse"]
-    assert before.tested  # the fixture's plain OPD collapses (entropy 0.88 -> 0.61)
+    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
+    before = {c.name: c for c in claims.evaluate(inp)}
     path = root / "reports/details/opd/r1.json"
     m = json.loads(path.read_text())
     path.write_text(json.dumps({**m, "entropy_final": m["entropy_first"] * 0.9}))
-    inp = render(root, require_all=True)
-    found = {c.name: c for c in claims.evaluate(inp)}
-    c = found["opd_anti_collapse"]
-    assert c.outcome().startswith("not tested: no collapse to prevent: plain OPD's rollout "
-                                  "entropy fell by less than 25% in r1 (")
-    assert c.name not in {x.name for x, _ in claims.family(found.values())}
-    row = next(r for r in table_rows((root / "reports/report.md").read_text(), "Seed claims")
-               if r[0].startswith("S4: anti-collapse"))
-    assert row[9].startswith("**not tested: no collapse to prevent")
+    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
+    after = {c.name: c for c in claims.evaluate(inp)}
+    ac = after["opd_anti_collapse"]
+    assert ac.tested and ac.family == claims.SEED
+    assert (ac.decision, ac.pvalue, ac.adjusted) == (before["opd_anti_collapse"].decision,
+                                                     before["opd_anti_collapse"].pvalue,
+                                                     before["opd_anti_collapse"].adjusted)
+    col = after["opd_collapses"]
+    assert col.family == claims.EXTENSION and col.effect < before["opd_collapses"].effect
+    assert col.name not in {c.name for c, _ in claims.family(after.values(), claims.SEED)}
 
 
-def test_the_claims_table_gives_the_power_at_the_seeds_effect_and_the_cost_to_decide():
-    """The planned power of a run like this one at the seed's scaled effect (from the same
-    model as the test), and the CPU minutes the replicates that would decide a claim cost."""
+def test_power_is_the_plans_and_this_runs_estimate_never_observed_power():
+    """This run's power estimate at the plan's effects (from the same model as the test),
+    over every decision route (the smallest), and the CPU minutes the replicates that would
+    decide a claim cost; no observed power anywhere."""
+    from countdown_rlvr.analysis import claims
     from countdown_rlvr.analysis.claims import EFFECT, Claim, Plan
     from countdown_rlvr.stats import t_power
     from countdown_rlvr.stats.crossed import crossed_power, from_mean_squares
 
+    assert not hasattr(Claim, "observed_power") and not hasattr(Claim, "seed_power")
+    report_src = (ROOT / "src/countdown_rlvr/analysis/report.py").read_text()
+    assert "observed power" not in claims.__doc__ and "observed_power" not in report_src
     res = from_mean_squares(0.01, 0.04 + 3 * 0.01, 0.04 + 400 * 4e-4, 0.04, 400, 3)
     c = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.03, 0.03, res.sd, crossed=res, n=3)])
-    c.adjusted = 0.5
-    assert c.seed_power() == pytest.approx(crossed_power(0.03, res.components(), 400, 3))
+    c.decision = claims.Decision.INCONCLUSIVE
+    assert c.run_power() == pytest.approx(crossed_power(0.03, res.components(), 400, 3))
     floored = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, 0.03, 0.02, n=3)])
-    assert floored.seed_power() == pytest.approx(t_power(0.03, 0.02, 3))
+    assert floored.run_power() == pytest.approx(t_power(0.03, 0.02, 3))
+    # with the smaller-than route (planned at a true effect of 0, delta from its bound): the
+    # smaller of the two routes' powers
+    both = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, 0.03, 0.02, n=3),
+                                          Plan("smaller", 0.005, 0.015, 0.02, n=3,
+                                               one_sided=True)])
+    assert both.run_power() == pytest.approx(min(t_power(0.03, 0.02, 3),
+                                                 t_power(0.015, 0.02, 3, alternative="greater")))
     no_seed = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, None, 0.02, n=3)])
-    assert no_seed.seed_power() is None
-    # the observed power: the same test at the observed effect, with or without a seed's
-    assert no_seed.observed_power() == pytest.approx(t_power(0.01, 0.02, 3))
-    assert floored.observed_power() < floored.seed_power()
-    one_sided = Claim("x", "y", EFFECT, plans=[Plan("a − b", -0.01, 0.03, 0.02, n=3,
-                                                    one_sided=True)])
-    assert one_sided.observed_power() == 0.0  # observed away from the one-sided test
+    assert no_seed.run_power() is None
     minutes = {"sft": 3.5, "ipo": 2.5, "rloo": 7.5, "opd": 6.0, "repair": 2.0, "int": 5.0}
     text = c.needed({key: [0, 1, 2] for key in CHAINS}, minutes)
     n = int(text.split(" ")[0])
@@ -692,3 +787,135 @@ def test_the_claims_table_gives_the_power_at_the_seeds_effect_and_the_cost_to_de
     more = ",".join(map(str, range(n)))
     assert text.endswith(f"`dvc exp run -S 'replicates.seeds=[{more}]' "
                          f"-S 'replicates.opd=[{more}]'`")
+
+def _with_per_problem(root: Path, policies=("sft", "ipo_easyneg", "ipo_scripted"),
+                      n_problems: int = 40, n: int = 16) -> dict:
+    """compare.json given per-problem records (correct samples of n per test problem, each
+    replicate), problems listed in a shuffled order per replicate; returns them."""
+    rng = np.random.default_rng(7)
+    path = root / "reports/details/compare.json"
+    rep = json.loads(path.read_text())
+    ids = [f"test-{i}" for i in range(n_problems)]
+    skill = rng.uniform(0.05, 0.9, n_problems)
+    recs = {}
+    for j, p in enumerate(policies):
+        recs[p] = {}
+        for t in ("r0", "r1", "r2"):
+            rate = np.clip(skill + 0.03 * j + rng.normal(0, 0.05, n_problems), 0, 1)
+            order = rng.permutation(n_problems)
+            recs[p][t] = {"problem_ids": [ids[i] for i in order], "n": n,
+                          "correct": [int(x) for x in rng.binomial(n, rate)[order]]}
+    rep["per_problem"] = {"test": recs}
+    path.write_text(json.dumps(rep))
+    return recs
+
+
+def test_share_and_ipo_use_the_crossed_model_where_per_problem_records_exist(tmp_path):
+    """With per-problem records the zero-signal share (each problem's chance that K samples
+    are all alike) and IPO's average pass@k difference are tested on the crossed problems x
+    replicates model, checked against closed forms; without them each says it fell back."""
+    from math import comb
+
+    from countdown_rlvr.analysis import claims
+    from countdown_rlvr.stats.crossed import CrossedTest, crossed_test
+
+    root = copy_fixture(tmp_path)
+    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
+    before = {c.name: c for c in claims.evaluate(inp)}
+    for name in ("zero_informative", "ipo_sources"):
+        assert before[name].model == claims.NO_RECORDS
+    recs = _with_per_problem(root)
+    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
+    found = {c.name: c for c in claims.evaluate(inp)}
+
+    def by_id(p, t):
+        r = recs[p][t]
+        return [c for _, c in sorted(zip(r["problem_ids"], r["correct"]))]
+
+    tags = ("r0", "r1", "r2")
+    k = metrics("diagnose/r0.json")["k"]
+    share = np.array([[(comb(16 - c, k) + comb(c, k)) / comb(16, k) for c in by_id("sft", t)]
+                      for t in tags]).T
+    zero = found["zero_informative"]
+    assert zero.model == "" and isinstance(zero.plans[0].crossed, CrossedTest)
+    assert zero.pvalue == pytest.approx(crossed_test(share, 0.5, "greater").pvalue)
+    assert zero.effect == pytest.approx(share.mean() - 0.5)
+    ks = sorted(int(x[1:]) for x in metrics("compare.json")["pairs"][
+        "ipo_easyneg_vs_ipo_scripted"]["test"])
+
+    def avg(p, t):
+        return np.mean([[1 - comb(16 - c, kk) / comb(16, kk) for c in by_id(p, t)]
+                        for kk in ks], axis=0)
+
+    d = np.column_stack([avg("ipo_easyneg", t) - avg("ipo_scripted", t) for t in tags])
+    ipo = found["ipo_sources"]
+    assert ipo.model == "" and isinstance(ipo.plans[0].crossed, CrossedTest)
+    assert ipo.pvalue == pytest.approx(crossed_test(d).pvalue)
+    assert ipo.smaller == pytest.approx(crossed_test(d, ipo.delta, "less").pvalue)
+    assert "crossed test over 40 problems x 3 replicates" in ipo.test
+
+
+def test_the_seeds_feedback_claim_does_not_hang_on_f0(tmp_path):
+    """S0 ran no F0: changing F0's success rate changes the extension rows (F vs F0, R vs F0)
+    and never the seed's row (R beats every F)."""
+    from countdown_rlvr.analysis import claims
+
+    root = copy_fixture(tmp_path)
+
+    def evaluate():
+        inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
+        return {c.name: c for c in claims.evaluate(inp)}
+
+    before = evaluate()
+    for t in ("r0", "r1", "r2"):
+        path = root / f"reports/details/repair/{t}.json"
+        m = json.loads(path.read_text())
+        m["conditions"]["F0"]["success_rate"] = 0.5
+        path.write_text(json.dumps(m))
+    after = evaluate()
+    fb0, fb1 = before["feedback"], after["feedback"]
+    assert (fb1.pvalue, fb1.effect, fb1.decision) == (fb0.pvalue, fb0.effect, fb0.decision)
+    assert [p.label for p in fb1.parts] == [f"R − {f}" for f in claims.FEEDBACK]
+    assert after["every_f_beats_f0"].effect < before["every_f_beats_f0"].effect
+    assert after["resample_beats_f0"].effect < before["resample_beats_f0"].effect
+    assert {c.family for c in after.values() if "f0" in c.name} == {claims.EXTENSION}
+
+
+def test_a_pipe_in_a_claims_cell_is_escaped():
+    from countdown_rlvr.analysis.report import _table
+
+    lines = _table(["a", "b"], [["x | y", "z"]])
+    assert lines[-1] == "| x \\| y | z |"
+    cells = re.split(r"(?<!\\)\|", lines[-1].strip("|"))
+    assert len(cells) == 2
+
+
+def test_per_problem_rates_in_closed_form():
+    from math import comb
+
+    from countdown_rlvr.analysis.claims import pass_at_k_per_problem, zero_share_per_problem
+
+    n, c = np.array([16, 16, 16, 16]), np.array([0, 16, 8, 3])
+    share = zero_share_per_problem(n, c, 8)
+    assert share[0] == share[1] == 1.0  # all wrong / all right: every group alike
+    assert share[2] == pytest.approx(2 / comb(16, 8)) and share[3] == pytest.approx(
+        comb(13, 8) / comb(16, 8))
+    assert pass_at_k_per_problem(n, c, 1).tolist() == pytest.approx((c / 16).tolist())
+    assert pass_at_k_per_problem(n, c, 16).tolist() == [0, 1, 1, 1]
+
+
+def test_the_committed_report_reads_in_a_terminal():
+    """reports/report.md (re-rendered from the committed details): every table row has its
+    header's cell count (pipes inside cells escaped) and no table line is over 201 columns."""
+    md = (ROOT / "reports/report.md").read_text()
+    width = None
+    for line in md.splitlines():
+        if not line.startswith("|"):
+            width = None
+            continue
+        cells = len(re.split(r"(?<!\\)\|", line.strip()[1:-1]))
+        width = width or cells
+        assert cells == width, line[:120]
+    claims_part = md[md.index(CLAIMS_TABLE):md.index("## Design differences")]
+    assert all(len(line) <= 201 for line in claims_part.splitlines() if line.startswith("|"))
+    assert md.index("## What was found") < md.index(CLAIMS_TABLE)

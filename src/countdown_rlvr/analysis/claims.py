@@ -1,53 +1,40 @@
-"""The seeds' headline claims, each tested with the training draw (the replicate) as the unit.
+"""The claims, each tested with the training draw (the replicate) as the unit.
 
-One function per claim returns a `Claim`: this run's number (mean over replicates), each
-replicate's own number and one-draw verdict, the check that its arms moved, and a pooled p
-whose rule is stated:
+One function per claim returns a `Claim`: numbers (this run's pooled effect, its interval,
+each replicate's effect, the ps of its decision tests) and, after `evaluate`, a `Decision`.
+Words are rendered at the edge: the report (`report.py`) and the metrics (`headline.py`).
+docs/statistics.md states the rules; plan.yaml (`plan.py`) fixes each claim's smallest
+effect of interest (delta), its family and its planned power.
 
-    effect     the seed claims a change in a direction. A pass@k difference of two policies
-               on the test split: the crossed problems x replicates test (`stats.crossed`:
-               every replicate shares the test problems, so their per-problem effects are in
-               its variance). Other effects: a t-test across replicates of the per-replicate
-               effect, its SD floored at the replicates' own sampling error
-               (`stats.floored_t_test`). Reproduced / contradicted only when significant
-               after Holm's correction across the family, in / against the seed's direction;
-               equivalent when two one-sided tests put the effect within ±delta, delta half
-               the seed's effect scaled to this model (its relative change applied to this
-               run's level: the seeds' 0.5B-model differences exceed this model's whole
-               pass@k); else inconclusive. A claim made of several contrasts (S0's feedback) is
-               reproduced only when every contrast is (its p: the largest of theirs) and
-               contradicted when one is significant against the seed (its p: Bonferroni over
-               the contrasts), each contrast saying what it isolates.
-    no change  the seed claims something does NOT rise. Reproduced only when the pooled
-               interval excludes a rise larger than MARGIN (a one-sided equivalence test)
-               together with the claim's effect; "not significant" is never read as "no
-               change". Contradicted when the rise is significant (its p against).
-    above      the seed concludes a share is above a threshold (S0: most prompts give binary
-               RLVR no signal, a share > 50%). One-sided floored t-test across replicates that
-               the share exceeds it; contradicted by the one-sided test the other way (its
-               p against). The seed's own rate, measured on its own model, is context.
+Decision tests, one entry per claim in its family's Holm correction (its p: the smallest of
+its tests' times their number, Bonferroni within the claim):
 
-Holm's family counts each claim once: its p is the smallest of its tests' (for, against,
-equivalent) times their number (Bonferroni within the claim), and a significant claim is
-decided by that smallest test. The seed's scaled effect is also the one replicates are
-planned at.
+    effect     for: the two-sided test of the effect (reproduced in the seed's direction,
+               contradicted against it); smaller: the one-sided test that the effect is
+               below delta in the seed's direction ("smaller than the seed's": gains above
+               delta excluded, which is not "no effect"). A claim of several contrasts (S0's
+               "R beats every F") is reproduced only when every contrast is (p: the largest)
+               and contradicted when one is significant against the seed (Bonferroni).
+    no change  the seed claims something does not move: for: an equivalence test (both
+               sides within the plan's margin, "equivalent"; one side where the seed claims
+               only no rise); against: the test of the change.
+    above      a share above a threshold (S0: most prompts give no signal): one-sided tests
+               above (for) and below (against).
 
-Not tested: a claim whose arm failed its check (`checks`: one stated check per arm, measured in
-every replicate on training or validation data, never the test split) or whose check was not
-measured gets no verdict and stays out of Holm's family.
+A pass@k difference of two policies on the test split, the zero-signal share and IPO's
+average pass@k use the crossed problems x replicates model (`stats.crossed`: every replicate
+shares the test problems); where the details lack what it needs (compare.json's mean squares,
+or the per-problem records) the claim says so and falls back to the t-test across replicates
+with its SD floored at the replicates' own sampling error (`stats.floored_t_test`).
 
-Why a t-test across replicates: each replicate's effect is estimated from all its samples,
-paired over problems, so what varies between replicates is the training draw plus the
-sampling noise; the t-test's variance is that spread, whatever its mix, and it holds its
-size when draws differ (tests/test_stats.py simulates it), where a test over the problems of
-one draw (the per-replicate verdicts shown beside it) rejects far more often than 5%. Why the
-floor: three replicates that agree by chance (+0.059, +0.058, +0.059, each from 3 discordant
-problems) would make that spread ~0 and the test sure of an effect its counts cannot carry.
-For an inconclusive claim the report gives the replicates a test would need (80% power at
-alpha 0.05, from the model the test used) at the observed effect and at the seed's, and the
-command that adds them to the claim's chain (`replicates.<chain>`: each chain has its own
-seeds, so a claim's replicates are those its pair has in common, and more of them cost that
-chain's minutes, plus SFT's for a seed new to `replicates.seeds`).
+Families: the seeds' claims as the seeds state them are one Holm family; the project's
+extensions (contrasts no seed tested: F vs F0, R vs F0, plain OPD's entropy collapse) are
+another, so a seed's claim is never decided by a question it did not ask.
+
+Not tested: a claim whose arm failed its check (`checks`) gets no decision and stays out of
+its family. For an inconclusive claim the report gives the replicates a test would need
+(POWER at the family's Bonferroni level) over every decision route, and the command that adds
+them to the claim's chain (`replicates.<chain>`).
 """
 
 from __future__ import annotations
@@ -55,8 +42,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
+from scipy.special import comb
 from scipy.stats import binomtest
 from scipy.stats import t as t_dist
 
@@ -76,27 +65,49 @@ from ..stats.crossed import (
     CrossedTest,
     crossed_power,
     crossed_replicates_needed,
+    crossed_test,
     from_mean_squares,
 )
 from . import checks
 from .chains import chain_of
 from .compare import fmt_ci, fmt_p
+from .plan import ClaimPlan, load_plan
+from .plan import Plan as AnalysisPlan
 from .results import Inputs, get
 
-ALPHA = 0.05
-POWER = 0.8  # replicates to decide: the t-test's power at ALPHA
-MARGIN = 0.05  # the largest pass@k change (absolute) read as "no change"
-SHARE = 0.5  # S0's conclusion: MOST prompts give no signal
+ALPHA = 0.05  # defaults; evaluate() takes them from the plan
+POWER = 0.8
+MARGIN = 0.05
+SHARE = 0.5
 EFFECT, NO_CHANGE, ABOVE = "effect", "no change", "above"
+SEED, EXTENSION = "seed", "extension"
 ADD_REPLICATES = "dvc exp run"  # then one -S 'replicates.<list>=[...]' per list that grows
+
+
+class Decision(str, Enum):
+    """What a claim's tests showed. The value is the metrics' `decision`; CODES its number."""
+    REPRODUCED = "reproduced"
+    REPRODUCED_SMALLER = "reproduced_smaller"  # the seed's direction, gains above delta excluded
+    SMALLER = "smaller"  # gains above delta excluded, no effect shown either way
+    EQUIVALENT = "equivalent"  # a no-change claim: the change is within +-delta
+    CONTRADICTED = "contradicted"
+    INCONCLUSIVE = "inconclusive"
+    NOT_TESTED = "not_tested"  # an arm failed its check
+    NOT_TESTABLE = "not_testable"  # no data for it
+
+
+# one number per decision, so `dvc metrics diff` shows a decision change as a number too
+CODES = {Decision.REPRODUCED: 1, Decision.REPRODUCED_SMALLER: 2, Decision.SMALLER: 3,
+         Decision.EQUIVALENT: 4, Decision.INCONCLUSIVE: 0, Decision.CONTRADICTED: -1,
+         Decision.NOT_TESTED: -2, Decision.NOT_TESTABLE: -3}
 
 
 @dataclass(frozen=True)
 class Part:
     """One contrast of a claim: its pooled test and how to read it."""
-    label: str  # e.g. "R − best F (F1)"
+    label: str  # e.g. "R − F3"
     isolates: str  # what the contrast isolates
-    test: FlooredTest
+    test: FlooredTest | CrossedTest
     positive: bool = True  # the seed's direction: mean above the test's null
     says: tuple[str, str, str] = ("holds", "against the seed", "ns")  # significant the
     # seed's way, significant the other way, not significant
@@ -115,103 +126,100 @@ class Part:
 
 @dataclass(frozen=True)
 class Plan:
-    """What an inconclusive claim needs: one test's effect (distance from its null, in the
-    direction it would decide) at this run and at the seed, and the SD it would be tested
-    with."""
+    """One decision route's planning numbers: the distance from its null it would be decided
+    at (observed, and at the plan's effect: the seed's scaled effect for the effect test, a
+    true effect of 0 for the smaller-than test) and the SD it would be tested with."""
     label: str
     observed: float
     seed: float | None  # None: the seed's effect is not a number we can use
     sd: float | None
     one_sided: bool = False
-    seed_one_sided: bool | None = None  # the seed's effect decided by another test (None: same)
-    crossed: CrossedTest | None = None  # the crossed test it was tested with: plan with its
-    # variance components (the shared problems' part does not shrink with replicates)
+    seed_one_sided: bool | None = None  # at the seed's effect decided by another test
+    crossed: CrossedTest | None = None  # plan with its variance components
     n: int = 0  # replicates it was tested with
 
 
 @dataclass
 class Claim:
     claim: str  # what the seed says
-    seed: str  # the seed's number
+    seed: str  # the seed's number, as the seed states it
     rule: str  # EFFECT | NO_CHANGE | ABOVE
-    run: str = "–"  # this run: mean over replicates [t interval]
+    run: str = "–"  # this run: mean over replicates [interval]
     per_replicate: str = "–"  # each replicate's number and one-draw verdict
     test: str = "–"  # the pooled test, in words
-    pvalue: float | None = None  # the pooled p of the test for the claim
-    effect: float | None = None  # the number the p tests: the pooled effect (seed's sign
-    # convention of the pair, a - b) or, for ABOVE, this run's share minus the threshold
+    pvalue: float | None = None  # p of the test for the claim
+    effect: float | None = None  # the number the p tests (seed's sign convention, a - b; for
+    # ABOVE: this run's share minus the threshold)
     right_way: bool | None = None  # the pooled effect points the seed's way
-    against: float | None = None  # NO_CHANGE / ABOVE / several contrasts: p of the test
-    # that contradicts the claim (with `pvalue`, one entry of Holm's family: `claim_p`)
+    against: float | None = None  # p of the test that contradicts the claim, where it has one
+    smaller: float | None = None  # p of the one-sided test that the effect is below delta
+    equiv: float | None = None  # NO_CHANGE: the equivalence test's p (also `pvalue`)
     why_not: str | None = None  # not testable: why
     note: str = ""  # e.g. an underpowered arm
     arms: tuple[str, ...] = ()  # the arms whose check the claim rests on (checks.CHECKS)
-    chain: str = "sft"  # the chain whose seeds decide it (config.CHAINS): more replicates of
-    # the claim are more seeds of `replicates.<chain>`
+    chain: str = "sft"  # the chain whose seeds decide it (config.CHAINS)
     no_check: str = ""  # why a claim has no arm to check
-    parts: list[Part] = field(default_factory=list)  # its contrasts, read in the verdict
-    plans: list[Plan] = field(default_factory=list)  # replicates to decide, per test
+    parts: list[Part] = field(default_factory=list)  # its contrasts
+    plans: list[Plan] = field(default_factory=list)  # replicates to decide, per route
     seed_unusable: str = ""  # why the seed's effect is not a number to plan with
-    context: str = ""  # appended to the verdict (e.g. the premise's outcome)
+    context: str = ""  # appended to the details (e.g. the premise's outcome)
     ci: tuple[float, float] | None = None  # the pooled test's interval of `effect`
     replicate_effects: tuple[float, ...] = ()  # each replicate's `effect`
-    seed_scaled: float | None = None  # the seed's effect at this model's level (`effect`'s scale)
+    seed_scaled: float | None = None  # the seed's effect on this run's scale (the plan's)
     scaling: str = ""  # how it was scaled, in words
-    delta: float | None = None  # equivalence margin: |effect| < delta is "no effect"
-    equiv: float | None = None  # TOST p that |effect| < delta (an EFFECT claim's third way)
-    premise: str = ""  # why the claim's premise failed (e.g. no collapse for anti-collapse
-    # to prevent): then not tested, whatever the p
+    delta: float | None = None  # the plan's smallest effect of interest / no-change margin
+    family: str = SEED  # SEED | EXTENSION: each its own Holm family
+    unit: str = "effect"  # what `effect` measures (the forest plot's panel)
+    model: str = ""  # which model tested it, where the crossed one could not be used: why
+    for_decision: Decision = Decision.REPRODUCED  # what its `for` test shows when it decides
     arm_checks: list[checks.ArmCheck] = field(default_factory=list, init=False)
     check_status: str = field(default=checks.PASS, init=False)
     check_why: str | None = field(default=None, init=False)
     adjusted: float | None = field(default=None, init=False)  # claim_p, Holm-adjusted
-    decided_by: str = field(default="for", init=False)  # the test behind claim_p: for |
-    # against | equivalent
+    significant: frozenset[str] = field(default=frozenset(), init=False)  # its tests that
+    # decide at the claim's Holm step
+    decision: Decision = field(default=Decision.INCONCLUSIVE, init=False)
     plan_alpha: float = field(default=ALPHA, init=False)  # the level replicates are planned at
-    name: str = field(default="", init=False)  # its function's: reports/metrics/claims/<name>.json
+    planned: ClaimPlan | None = field(default=None, init=False)  # plan.yaml's entry
+    name: str = field(default="", init=False)  # reports/metrics/claims/<name>.json
 
     @property
     def tested(self) -> bool:
-        """Gets a verdict: testable, its arms moved and its premise held (so it is in
-        Holm's family)."""
-        return not self.why_not and self.check_status == checks.PASS and not self.premise
+        """Gets a decision: testable and its arms moved (so it is in its Holm family)."""
+        return not self.why_not and self.check_status == checks.PASS
 
     def tests(self) -> dict[str, float]:
-        """Its decision tests' ps: `for` and, where it has them, `against` and `equivalent`."""
+        """Its decision tests' ps: `for` and, where it has them, `against` and `smaller`."""
         out = {} if self.pvalue is None else {"for": self.pvalue}
-        for key, p in (("against", self.against), ("equivalent", self.equiv)):
+        for key, p in (("against", self.against), ("smaller", self.smaller)):
             if self.pvalue is not None and p is not None:
                 out[key] = p
         return out
 
     def claim_p(self) -> float | None:
-        """The claim's one p in Holm's family: the smaller of its tests' ps times their
-        number (Bonferroni within the claim), so a claim with a test against counts once."""
+        """The claim's one p in Holm's family: the smallest of its tests' ps times their
+        number (Bonferroni within the claim)."""
         ps = self.tests()
         return min(1.0, len(ps) * min(ps.values())) if ps else None
 
-    def outcome(self) -> str:
-        """The verdict's first words: not testable / not tested / reproduced / ..."""
+    def decide(self, alpha: float = ALPHA) -> Decision:
+        """The decision from the Holm-adjusted p and the tests significant at its step."""
         if self.why_not:
-            return f"not testable: {self.why_not}"
+            return Decision.NOT_TESTABLE
         if self.check_status != checks.PASS:
-            return f"not tested: {self.check_why}"
-        if self.premise:
-            return f"not tested: {self.premise}"
-        p = self.adjusted
-        if p is None:
-            return "inconclusive: one replicate (the pooled test needs two or more)"
-        if p < ALPHA:
-            if self.decided_by == "equivalent":
-                return f"equivalent (|effect| < {self.delta:.3g})"
-            return "reproduced" if self.right_way and self.decided_by == "for" \
-                else "contradicted"
-        return "inconclusive"
-
-    def verdict(self) -> str:
-        parts = "; ".join(p.reading() for p in self.parts)
-        return (self.outcome() + (f" ({parts})" if parts else "")
-                + (f"; {self.context}" if self.context else ""))
+            return Decision.NOT_TESTED
+        if self.adjusted is None or self.adjusted >= alpha:
+            return Decision.INCONCLUSIVE
+        sig = self.significant
+        if "against" in sig or ("for" in sig and not self.right_way):
+            return Decision.CONTRADICTED
+        if "for" in sig:
+            if self.for_decision == Decision.REPRODUCED and "smaller" in sig:
+                return Decision.REPRODUCED_SMALLER
+            return self.for_decision
+        if "smaller" in sig:
+            return Decision.SMALLER
+        return Decision.INCONCLUSIVE
 
     def check_cell(self) -> str:
         if not self.arm_checks:
@@ -220,19 +228,15 @@ class Claim:
 
     @property
     def n(self) -> int:
-        """Its replicates: those its tests pooled (a pair's: the replicates both have); 0
-        when its plans do not say."""
+        """Its replicates: those its tests pooled; 0 when its plans do not say."""
         return min((p.n for p in self.plans), default=0)
 
     def needed(self, replicates: Mapping[str, Sequence[int]],
                minutes: Mapping[str, float] | None = None) -> str:
-        """For an inconclusive claim: the replicates a test across replicates would need to
-        decide it (every one of its tests, so the largest) with POWER at `plan_alpha` (the
-        family's Bonferroni level, which decides under Holm whatever the other claims do),
-        at the observed effect and at the seed's, with the variance the test estimated, the
-        command that adds them to its chain (`replicates`: {chain: seeds}) and, given
-        `minutes` per replicate of each chain, their CPU time."""
-        if not self.outcome().startswith("inconclusive") or not self.plans:
+        """For an inconclusive claim: the replicates its tests would need to decide it (every
+        decision route, so the largest) with POWER at `plan_alpha`, at the observed effect
+        and at the plan's, the command that adds them to its chain and their CPU time."""
+        if self.decision != Decision.INCONCLUSIVE or not self.plans:
             return "–"
         if any(p.sd is None for p in self.plans):
             return "one replicate: no spread between replicates to plan from"
@@ -245,12 +249,10 @@ class Claim:
         else:
             at_seed = _most([_n(p.seed, p, p.one_sided if p.seed_one_sided is None
                                 else p.seed_one_sided, self.plan_alpha) for p in self.plans])
-            text += f", {_n_text(at_seed)} at the seed's"
-        # replicates it has: its pair's, or fewer when its chain's list is shorter (data of a
-        # longer list than the params have now); the list grows to reach the count needed
+            text += f", {_n_text(at_seed)} at the plan's (every route)"
         listed = len(replicates[self.chain])
         have = min(self.n or listed, listed)
-        for n, at in ((obs, "observed"), (at_seed, "seed's")):
+        for n, at in ((obs, "observed"), (at_seed, "plan's")):
             if isinstance(n, int) and n > have:  # the observed effect's count first
                 lists, added = _grown(replicates, self.chain, n - have)
                 cost = "" if minutes is None else \
@@ -263,24 +265,19 @@ class Claim:
                                f"`{ADD_REPLICATES} {flags}`")
         return text
 
-    def seed_power(self) -> float | None:
-        """The power its tests have, with this run's replicates and the variance they
-        estimated, at the seed's effect scaled to this model (the smallest over its tests,
-        at `plan_alpha`): the planned power of a run like this one. None: no seed effect on
-        this scale, or one replicate."""
+    def run_power(self) -> float | None:
+        """This run's estimate of its power over every decision route: with this run's
+        replicates and the variance they estimated, the smallest power of its routes at the
+        plan's effects (the effect test at the seed's scaled effect, the smaller-than test at
+        a true effect of 0), at `plan_alpha`. None: no seed effect on this scale, or one
+        replicate. Not observed power: no route is evaluated at the observed effect."""
         if self.seed_unusable or any(p.seed is None for p in self.plans):
             return None
         return self._power([(p.seed, p.one_sided if p.seed_one_sided is None
                              else p.seed_one_sided) for p in self.plans])
 
-    def observed_power(self) -> float | None:
-        """The same power at the effects this run observed (post hoc: it restates the p-value
-        on another scale, so it says how far the run was from deciding, not whether to trust
-        it). None: one replicate."""
-        return self._power([(p.observed, p.one_sided) for p in self.plans])
-
     def _power(self, effects: Sequence[tuple[float, bool]]) -> float | None:
-        """The smallest power over the tests, each at (effect, one-sided) in plans' order."""
+        """The smallest power over the routes, each at (effect, one-sided) in plans' order."""
         if not self.plans or any(not p.sd for p in self.plans):
             return None
         powers = []
@@ -315,12 +312,12 @@ def _n(effect: float, plan: Plan, one_sided: bool, alpha: float) -> int | None |
     return replicates_needed(abs(effect), sd, alpha, POWER, alternative)
 
 
-def _no_rise_plan(label: str, mean: float, seed_mean: float, res) -> Plan:
-    """A no-change test is decided by the one-sided test below MARGIN when the effect is
+def _no_rise_plan(label: str, mean: float, seed_mean: float, res, margin: float) -> Plan:
+    """A no-change test is decided by the one-sided test below the margin when the effect is
     below it, else by the test of the rise (two-sided): plan with the one that would."""
-    return Plan(label, MARGIN - mean if mean < MARGIN else mean,
-                MARGIN - seed_mean if seed_mean < MARGIN else seed_mean, res.sd,
-                one_sided=mean < MARGIN, seed_one_sided=seed_mean < MARGIN,
+    return Plan(label, margin - mean if mean < margin else mean,
+                margin - seed_mean if seed_mean < margin else seed_mean, res.sd,
+                one_sided=mean < margin, seed_one_sided=seed_mean < margin,
                 crossed=res if isinstance(res, CrossedTest) else None, n=res.n)
 
 
@@ -412,18 +409,6 @@ def _tost(res: FlooredTest | CrossedTest, delta: float | None) -> float | None:
     return float(max(low, high))
 
 
-def _scaled(c: Claim, seed_from: float, seed_to: float, level: float, what: str) -> float:
-    """The seed's change from `seed_from` to `seed_to` as a relative change, applied to this
-    run's `level` of the same quantity; its half is the claim's equivalence margin."""
-    rel = (seed_to - seed_from) / seed_from
-    c.seed_scaled = rel * level
-    c.delta = abs(c.seed_scaled) / 2 or None  # a level of 0 scales the seed's effect away
-    c.scaling = (f"the seed's {what} {seed_from:.3f} → {seed_to:.3f} ({rel:+.0%}) at this "
-                 f"run's {level:.3f}: {c.seed_scaled:+.3f}; δ = half of it, "
-                 f"{c.delta or 0:.3f}")
-    return c.seed_scaled
-
-
 def _fill(c: Claim, res: FlooredTest | CrossedTest, effects) -> None:
     """The numbers the forest plot draws: the interval and each replicate's effect."""
     if res.ci_low is not None and res.ci_high is not None:
@@ -508,30 +493,63 @@ def _per_replicate(rows: dict, positive: bool = True, nd: int = 3) -> str:
                      for t, r in rows.items())
 
 
-def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim,
-                 seed: tuple[float, float] | None = None, positive: bool = True) -> Claim:
-    """c filled with the pooled test of a - b at k (effect rule). seed: the seed's pass@k of
-    b and of a, scaled to this run's b (`_scaled`); then the claim can also be decided
-    equivalent (TOST within half the scaled effect)."""
+def _apply_plan(c: Claim, cp: ClaimPlan | None, what: str) -> float | None:
+    """The plan's numbers on the claim: its delta and the seed's effect on this run's scale
+    (the seed's relative change at the plan's development level, fixed before the run
+    decided; never this run's own level)."""
+    if cp is None:
+        return None
+    c.delta, c.seed_scaled = cp.delta, cp.scaled
+    if cp.relative is not None and cp.level is not None:
+        c.scaling = (f"the seed's {what} {cp.seed_from:.3f} → {cp.seed_to:.3f} "
+                     f"({cp.relative:+.0%}) at the development level {cp.level:.3f} "
+                     f"({cp.level_source}): {cp.scaled:+.3f}; δ {cp.delta:.3f}")
+    return c.seed_scaled
+
+
+def _smaller_route(c: Claim, res: FlooredTest | CrossedTest, below: FlooredTest | CrossedTest
+                   ) -> Plan | None:
+    """The smaller-than test's p on the claim, and its planning route: decided at a true
+    effect of 0, which lies delta from its bound."""
+    if c.delta is None or below.pvalue is None:
+        return None
+    c.smaller = below.pvalue
+    return Plan("smaller than δ", c.delta - res.mean, c.delta, res.sd, one_sided=True,
+                crossed=res if isinstance(res, CrossedTest) else None, n=res.n)
+
+
+def _pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, cp: ClaimPlan | None
+                 ) -> Claim:
+    """c filled with the pooled test of a - b at k (effect rule, the seed's direction up),
+    and, where the plan gives delta, the one-sided test that a - b is below it."""
     c.chain = pair_chain(a, b)
+    c.unit = f"pass@{k} difference"
     rows, why = _pair_rows(inp, a, b, k)
+    _apply_plan(c, cp, f"pass@{k}")
     if rows is None:
         c.why_not = why
         return c
-    res = _pair_test(inp, rows, _pair_crossed(inp, a, b, k))
+    crossed = _pair_crossed(inp, a, b, k)
+    res = _pair_test(inp, rows, crossed)
+    c.model = _model_words(crossed)
     means = [np.mean([r[f"pass_{x}"] for r in rows.values()]) for x in ("b", "a")]
     c.run = f"pass@{k} {means[0]:.3f} → {means[1]:.3f}, diff {_ci(res)}"
-    c.per_replicate = _per_replicate(rows, positive)
+    c.per_replicate = _per_replicate(rows)
     c.test = _test_words(res, k)
-    c.pvalue, c.right_way, c.effect = res.pvalue, (res.mean > 0) == positive, res.mean
+    c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
     _fill(c, res, [r["pass_diff"] for r in rows.values()])
-    scaled = None
-    if seed is not None:
-        scaled = _scaled(c, *seed, float(means[0]), f"pass@{k}")
-        c.equiv = _tost(res, c.delta)
-    c.plans = [Plan(f"{a} − {b}", res.mean, scaled, res.sd,
+    c.plans = [Plan(f"{a} − {b}", res.mean, c.seed_scaled, res.sd,
                     crossed=res if isinstance(res, CrossedTest) else None, n=res.n)]
+    if c.delta is not None:
+        below = _pair_test(inp, rows, crossed, null=c.delta, alternative="less")
+        if (route := _smaller_route(c, res, below)) is not None:
+            c.plans.append(route)
     return c
+
+
+def _model_words(crossed: dict | None) -> str:
+    return "" if crossed is not None and crossed.get("ms_problem") is not None else (
+        "t-test across replicates: compare.json has no crossed summary for this pair")
 
 
 def _conjunction(c: Claim, parts: list[Part]) -> Claim:
@@ -549,13 +567,59 @@ def _conjunction(c: Claim, parts: list[Part]) -> Claim:
     return c
 
 
+# --------------------------------------------------------------------------- per-problem data
+
+def per_problem(inp: Inputs, policy: str, split: str = "test"
+                ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """{replicate: (samples per problem, correct samples per problem)} of a policy, problems in
+    one order in every replicate (by problem id where the records give ids), from
+    compare.json's per-problem records (`per_problem.<split>.<policy>.<replicate>`: `n` and
+    `correct`, one entry per problem, with `problem_ids`); None when the details lack them
+    (a compare.json written before it)."""
+    recs = get(inp.compare or {}, "per_problem", split, policy)
+    if not isinstance(recs, Mapping) or not recs:
+        return None
+    out = {}
+    for tag, r in recs.items():
+        if not isinstance(r, Mapping) or r.get("correct") is None:
+            return None
+        correct = np.asarray(r["correct"], dtype=float)
+        n = np.broadcast_to(np.asarray(r.get("n", r.get("samples")), dtype=float),
+                            correct.shape).copy()
+        if ids := r.get("problem_ids"):
+            order = np.argsort(np.asarray(ids, dtype=str), kind="stable")
+            n, correct = n[order], correct[order]
+        out[tag] = (n, correct)
+    return out
+
+
+def pass_at_k_per_problem(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """Unbiased pass@k of each problem from n samples with c correct: 1 - C(n-c, k)/C(n, k)."""
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def zero_share_per_problem(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """The chance that k of a problem's samples drawn without replacement are all alike (all
+    wrong or all right): each problem's unbiased zero-signal share at group size k."""
+    return (comb(n - c, k) + comb(c, k)) / comb(n, k)
+
+
+NO_RECORDS = ("t-test across replicates: the crossed model needs per-problem records, "
+              "which these details lack")
+
+
 # --------------------------------------------------------------------------- the claims
 
-def zero_informative(inp: Inputs) -> Claim:
+def zero_informative(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    share = plan.share_threshold
     c = Claim("S0: most prompts give binary RLVR no signal: the share of zero-informative "
-              f"prompts (all K samples alike) of the SFT policy is above {SHARE:.0%}, K=8",
+              f"prompts (all K samples alike) of the SFT policy is above {share:.0%}, K=8",
               "59.2% (500 prompts of its model)", ABOVE, chain="sft",
-              no_check="the SFT policy is measured as it is, no arm is trained for it")
+              no_check="the SFT policy is measured as it is, no arm is trained for it",
+              unit=f"share − {share:.0%}")
+    cp = plan.claims.get("zero_informative")
+    c.seed_scaled = None if cp is None else cp.scaled
+    c.scaling = f"the seed's share 59.2% minus the threshold {share:.0%}, not scaled"
     runs = {t: m for t, m in inp.runs.get("diagnose.json", {}).items()
             if m.get("zero_informative") is not None}
     if not runs:
@@ -563,39 +627,49 @@ def zero_informative(inp: Inputs) -> Claim:
         return c
     rates = [m["zero_informative"] for m in runs.values()]
     ns = [int(m["n_problems"]) for m in runs.values()]
-    # each replicate's share is a proportion of its prompts: binomial sampling error
-    res = floored_t_test(rates, [s * (1 - s) / n for s, n in zip(rates, ns, strict=True)],
-                         null=SHARE, alternative="greater")
-    low = floored_t_test(rates, [s * (1 - s) / n for s, n in zip(rates, ns, strict=True)],
-                         null=SHARE, alternative="less")
+    k = int(next(iter(runs.values())).get("k") or 8)
+    records = per_problem(inp, "sft")
+    if records is not None and set(runs) <= set(records) and len(runs) > 1:
+        d = np.column_stack([zero_share_per_problem(*records[t], k) for t in runs])
+        res = crossed_test(d, null=share, alternative="greater")
+        low = crossed_test(d, null=share, alternative="less")
+        effects = list(d.mean(axis=0))
+        c.test = (f"one-sided crossed test over {res.n_problems} problems x {res.n} replicates "
+                  f"that the share (each problem's chance that {k} samples are all alike) is "
+                  f"above {share:.0%}" + _floor_words(res) + "; against: the one-sided test "
+                  "below it")
+    else:
+        # each replicate's share is a proportion of its prompts: binomial sampling error
+        wv = [s * (1 - s) / n for s, n in zip(rates, ns, strict=True)]
+        res = floored_t_test(rates, wv, null=share, alternative="greater")
+        low = floored_t_test(rates, wv, null=share, alternative="less")
+        effects = rates
+        c.model = NO_RECORDS
+        c.test = (f"one-sided t-test across {res.n} replicates that the share is above "
+                  f"{share:.0%}" + _floor_words(res) + "; against: the one-sided test below it")
     ref = rate_vs_reference(rates, ns[0], 0.592, 500)
-    first = next(iter(runs.values()))
     all_correct = np.mean([m.get("all_correct", 0.0) for m in runs.values()])
     passk = [m.get("pass@k") for m in runs.values()]
-    c.run = (f"{np.mean(rates):.1%} (K={first.get('k')}, {ns[0]} prompts)"
+    c.run = (f"{res.mean:.1%} (K={k}, {ns[0]} prompts)"
              + (f"; all-correct {all_correct:.1%}, so the share is ~1 - pass@K "
                 f"({1 - np.mean(passk):.1%}), a property of this model" if None not in passk
                 else "")
-             + f"; vs the seed's 59.2% (context, not the verdict): {ref['diff']:+.3f} ± "
+             + f"; vs the seed's 59.2% (context, not the decision): {ref['diff']:+.3f} ± "
                f"{1.96 * ref['se']:.3f}, p {fmt_p(ref['pvalue'], 2)}")
     c.per_replicate = ", ".join(
         f"{t} {m['zero_informative']:.1%} "
-        + _one_draw(m["zero_informative"] - SHARE,
+        + _one_draw(m["zero_informative"] - share,
                     binomtest(round(m["zero_informative"] * int(m["n_problems"])),
-                              int(m["n_problems"]), SHARE).pvalue)
+                              int(m["n_problems"]), share).pvalue)
         for t, m in runs.items())
-    c.test = (f"one-sided t-test across {res.n} replicates that the share is above "
-              f"{SHARE:.0%}" + _floor_words(res) + "; against: the one-sided test below it")
     c.pvalue, c.against, c.right_way = res.pvalue, low.pvalue, True
-    c.effect = res.mean - SHARE
+    c.effect = res.mean - share
     if res.ci_low is not None:
-        c.ci = (res.ci_low - SHARE, res.ci_high - SHARE)
-    c.replicate_effects = tuple(r - SHARE for r in rates)
-    c.seed_scaled = 0.592 - SHARE  # a share: no scaling (the seed's own model's rate)
-    c.scaling = f"the seed's share 59.2% minus the threshold {SHARE:.0%}, not scaled"
+        c.ci = (res.ci_low - share, res.ci_high - share)
+    c.replicate_effects = tuple(float(r) - share for r in effects)
     # decided by the test above or the one below, whichever side the share is on
-    c.plans = [Plan(f"share − {SHARE:.0%}", abs(res.mean - SHARE), 0.592 - SHARE, res.sd, True,
-                    n=res.n)]
+    c.plans = [Plan(f"share − {share:.0%}", abs(res.mean - share), c.seed_scaled, res.sd, True,
+                    crossed=res if isinstance(res, CrossedTest) else None, n=res.n)]
     return c
 
 
@@ -611,97 +685,157 @@ def _mc_var(cond: dict, key: str, n: int) -> float | None:
     return binary_paired_var(int(mc["b"]), int(mc["c"]), n)
 
 
-def feedback(inp: Inputs) -> Claim:
-    c = Claim("S0: a fresh resample (R) repairs more than execution feedback (F1-F4), the "
-              "repair format without feedback (F0) far less than R, and every F beats F0",
-              "R-resample best (6.9%), every F lower, F0 lowest", EFFECT, chain="repair",
-              no_check="no arm is trained: repair samples the SFT policy",
-              seed_unusable="the seed's F and F0 rates are not in this claim as paired effects")
+def _repair_runs(inp: Inputs, need: tuple[str, ...]) -> dict[str, dict]:
     runs = {t: m.get("conditions", {}) for t, m in inp.runs.get("repair.json", {}).items()}
-    runs = {t: cs for t, cs in runs.items()
-            if "R" in cs and "F0" in cs and any(f in cs for f in FEEDBACK)}
+    return {t: cs for t, cs in runs.items()
+            if all(x in cs for x in need) and any(f in cs for f in FEEDBACK)}
+
+
+def _repair_contrast(runs: dict, a: str, b: str, key: str, mc_of: str, **kw):
+    """Per-replicate success-rate differences a - b and their floored t-test (the floor:
+    McNemar's counts of the matched attempts, `key` of condition `mc_of`)."""
+    eff = [cs[a]["success_rate"] - cs[b]["success_rate"] for cs in runs.values()]
+    wv = [_mc_var(cs[mc_of], key, int(cs[mc_of].get("n") or 0) or 1) for cs in runs.values()]
+    return eff, floored_t_test(eff, _within(wv), **kw)
+
+
+def _rate(runs: dict, f: str) -> float:
+    return float(np.mean([cs[f]["success_rate"] for cs in runs.values()]))
+
+
+def feedback(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    c = Claim("S0: a same-budget resample (R) repairs more failed attempts than every "
+              "execution-feedback condition (F1-F4)",
+              "R-resample 0.069 > best F (F3 localized) 0.048 (S0 Table 2; S0 ran no F0)",
+              EFFECT, chain="repair", no_check="no arm is trained: repair samples the SFT policy",
+              unit="success-rate difference")
+    _apply_plan(c, plan.claims.get("feedback"), "repair success rate, best F → R")
+    runs = _repair_runs(inp, ("R",))
     if not runs:
-        c.why_not = "no repair details with R, F0 and F conditions"
+        c.why_not = "no repair details with R and F conditions"
         return c
     fs = [f for f in FEEDBACK if all(f in cs for cs in runs.values())]
-
-    def rate(f):
-        return np.mean([cs[f]["success_rate"] for cs in runs.values()])
-
-    best, worst = max(fs, key=rate), min(fs, key=rate)
-
-    def contrast(a, b, key, mc_of):
-        eff = [cs[a]["success_rate"] - cs[b]["success_rate"] for cs in runs.values()]
-        wv = [_mc_var(cs[mc_of], key, int(cs[mc_of].get("n") or 0) or 1)
-              for cs in runs.values()]
-        return eff, floored_t_test(eff, _within(wv))
-
-    r_f, t_rf = contrast("R", best, "mcnemar_vs_resample", best)
-    r_0, t_r0 = contrast("R", "F0", "mcnemar_vs_resample", "F0")
-    f_0, t_f0 = contrast(worst, "F0", "mcnemar_vs_F0", worst)
-    parts = [Part(f"R − best F ({best})", "F vs R, feedback against a fresh resample", t_rf),
-             Part("R − F0", "F0 vs R, the repair format itself", t_r0),
-             Part(f"worst F ({worst}) − F0", "F vs F0, the feedback's content given the "
-                  "repair format", t_f0)]
+    best = max(fs, key=lambda f: _rate(runs, f))
+    tests = {f: _repair_contrast(runs, "R", f, "mcnemar_vs_resample", f) for f in fs}
+    parts = [Part(f"R − {f}", f"R vs {f}", t) for f, (_, t) in tests.items()]
     c = _conjunction(c, parts)
-    c.effect = t_rf.mean  # the seed's headline: R repairs best
-    _fill(c, t_rf, r_f)
-    c.run = (f"R {rate('R'):.1%}, best F ({best}) {rate(best):.1%}, worst F ({worst}) "
-             f"{rate(worst):.1%}, F0 {rate('F0'):.1%}; R − {best} {_ci(t_rf)}")
+    eff, t_rb = tests[best]
+    c.effect = t_rb.mean  # R's margin over the closest F: the contrast that decides
+    _fill(c, t_rb, eff)
+    c.run = (f"R {_rate(runs, 'R'):.1%}; " + ", ".join(f"{f} {_rate(runs, f):.1%}" for f in fs)
+             + f"; R − best F ({best}) {_ci(t_rb)}")
     c.per_replicate = ", ".join(
         f"{t} R−{best} {a:+.3f} {_one_draw(a, get(cs, best, 'mcnemar_vs_resample', 'pvalue'))}"
-        f" / R−F0 {b:+.3f} {_one_draw(b, get(cs, 'F0', 'mcnemar_vs_resample', 'pvalue'))}"
-        f" / {worst}−F0 {d:+.3f} {_one_draw(d, get(cs, worst, 'mcnemar_vs_F0', 'pvalue'))}"
-        for (t, cs), a, b, d in zip(runs.items(), r_f, r_0, f_0, strict=True))
-    c.test = ("three t-tests across replicates of paired success-rate differences (SD floored "
-              "at McNemar's counts of the matched attempts); reproduced only if all three "
-              "hold (p = the largest), contradicted if one is significant against the seed "
-              "(Bonferroni over the three); per replicate: McNemar")
-    c.plans = [Plan(p.label, p.test.mean, None, p.test.sd, n=p.test.n) for p in parts]
+        for (t, cs), a in zip(runs.items(), eff, strict=True))
+    c.test = (f"{len(fs)} t-tests across replicates of paired success-rate differences R − F "
+              "(SD floored at McNemar's counts of the matched attempts); reproduced only if "
+              "every one holds (p = the largest), contradicted if one is significant against "
+              f"the seed (Bonferroni over the {len(fs)}); smaller: one-sided t-test that R − "
+              f"{best} is below δ; per replicate: McNemar")
+    c.plans = [Plan(p.label, p.test.mean, c.seed_scaled, p.test.sd, n=p.test.n) for p in parts]
+    if c.delta is not None:
+        _, below = _repair_contrast(runs, "R", best, "mcnemar_vs_resample", best,
+                                    null=c.delta, alternative="less")
+        if (route := _smaller_route(c, t_rb, below)) is not None:
+            c.plans.append(route)
     return c
 
 
-def self_distill(inp: Inputs) -> Claim:
+def every_f_beats_f0(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    c = Claim("Extension (no seed ran F0): every feedback condition F1-F4 repairs more than "
+              "the repair prompt with the feedback slot empty (F0): what the feedback's "
+              "content adds", "not in any seed", EFFECT, chain="repair", family=EXTENSION,
+              no_check="no arm is trained: repair samples the SFT policy",
+              seed_unusable="no seed tested it", unit="success-rate difference")
+    runs = _repair_runs(inp, ("F0",))
+    if not runs:
+        c.why_not = "no repair details with F0 and F conditions"
+        return c
+    fs = [f for f in FEEDBACK if all(f in cs for cs in runs.values())]
+    worst = min(fs, key=lambda f: _rate(runs, f))
+    tests = {f: _repair_contrast(runs, f, "F0", "mcnemar_vs_F0", f) for f in fs}
+    c = _conjunction(c, [Part(f"{f} − F0", f"{f} vs F0", t) for f, (_, t) in tests.items()])
+    eff, t_w = tests[worst]
+    c.effect = t_w.mean
+    _fill(c, t_w, eff)
+    c.run = (f"F0 {_rate(runs, 'F0'):.1%}; " + ", ".join(f"{f} {_rate(runs, f):.1%}"
+                                                       for f in fs)
+             + f"; worst F ({worst}) − F0 {_ci(t_w)}")
+    c.per_replicate = ", ".join(
+        f"{t} {worst}−F0 {a:+.3f} {_one_draw(a, get(cs, worst, 'mcnemar_vs_F0', 'pvalue'))}"
+        for (t, cs), a in zip(runs.items(), eff, strict=True))
+    c.test = (f"{len(fs)} t-tests across replicates of F − F0 (SD floored at McNemar's "
+              "counts); holds only if every one does (p = the largest)")
+    c.plans = [Plan(p.label, p.test.mean, None, p.test.sd, n=p.test.n) for p in c.parts]
+    return c
+
+
+def resample_beats_f0(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    c = Claim("Extension (no seed ran F0): a same-budget resample (R) repairs more than the "
+              "repair prompt without feedback (F0): what the repair format costs",
+              "not in any seed", EFFECT, chain="repair", family=EXTENSION,
+              no_check="no arm is trained: repair samples the SFT policy",
+              seed_unusable="no seed tested it", unit="success-rate difference")
+    runs = _repair_runs(inp, ("R", "F0"))
+    if not runs:
+        c.why_not = "no repair details with R and F0"
+        return c
+    eff, res = _repair_contrast(runs, "R", "F0", "mcnemar_vs_resample", "F0")
+    c.run = f"R {_rate(runs, 'R'):.1%}, F0 {_rate(runs, 'F0'):.1%}; R − F0 {_ci(res)}"
+    c.per_replicate = ", ".join(
+        f"{t} {a:+.3f} {_one_draw(a, get(cs, 'F0', 'mcnemar_vs_resample', 'pvalue'))}"
+        for (t, cs), a in zip(runs.items(), eff, strict=True))
+    c.test = (f"t-test across {res.n} replicates of R − F0" + _floor_words(res))
+    c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
+    _fill(c, res, eff)
+    c.plans = [Plan("R − F0", res.mean, None, res.sd, n=res.n)]
+    return c
+
+
+def self_distill(inp: Inputs, plan: AnalysisPlan) -> Claim:
     c = Claim("S0: self-distillation on successful resamples (SD-R) raises pass@1 over SFT",
               "pass@1 0.086 → 0.168", EFFECT, arms=("distill_R",))
-    return _pair_effect(inp, "distill_R", "sft", 1, c, seed=(0.086, 0.168))
+    return _pair_effect(inp, "distill_R", "sft", 1, c, plan.claims.get("self_distill"))
 
 
-def shaped_premise(inp: Inputs) -> Claim:
-    c = Claim(f"S1 premise: binary-reward RLOO flat-lines, pass@1 no higher than SFT's "
-              f"('no' = no rise beyond +{MARGIN})", "flat reward curve, no learning",
-              NO_CHANGE, chain=pair_chain("rloo", "sft"),
-              no_check="whether binary RLOO learns is the claim itself")
+def shaped_premise(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    margin = plan.no_change_margin
+    c = Claim(f"S1 premise: binary-reward RLOO flat-lines: its pass@1 stays within ±{margin} "
+              "of SFT's", "flat reward curve, no learning", NO_CHANGE,
+              chain=pair_chain("rloo", "sft"), unit="pass@1 difference",
+              no_check="whether binary RLOO learns is the claim itself",
+              for_decision=Decision.EQUIVALENT)
+    c.seed_scaled, c.delta = 0.0, margin  # the seed: no learning; no change = within margin
     rows, why = _pair_rows(inp, "rloo", "sft", 1)
     if rows is None:
         c.why_not = why
         return c
     crossed = _pair_crossed(inp, "rloo", "sft", 1)
+    c.model = _model_words(crossed)
     two = _pair_test(inp, rows, crossed)
-    below = _pair_test(inp, rows, crossed, null=MARGIN, alternative="less")
     c.run = f"binary RLOO − SFT, pass@1 {_ci(two)}"
     c.per_replicate = _per_replicate(rows)
-    c.test = (f"one-sided {_kind(two)} that pass@1 rises by less than {MARGIN}"
-              + _floor_words(two) + f"; against: the two-sided {_kind(two)} of the rise")
-    c.pvalue, c.right_way, c.effect = below.pvalue, True, two.mean
+    c.test = (f"two one-sided {_kind(two)}s that pass@1 moves by less than {margin} either "
+              f"way" + _floor_words(two) + f"; against: the two-sided {_kind(two)} of the change")
+    c.equiv = _tost(two, margin)
+    c.pvalue, c.right_way, c.effect = c.equiv, True, two.mean
+    c.against = two.pvalue
     _fill(c, two, [r["pass_diff"] for r in rows.values()])
-    c.seed_scaled, c.delta = 0.0, MARGIN  # the seed: no learning; no change = below MARGIN
-    if two.pvalue is not None:
-        c.against = two.pvalue if two.mean > 0 else 1.0
     c.parts = [Part("binary RLOO − SFT pass@1", "does binary RLOO learn?", two,
                     says=("binary learns", "binary falls below SFT", "no detectable change"))]
-    c.plans = [_no_rise_plan("pass@1 rise", two.mean, 0.0, two)]
+    c.plans = [Plan("within ±margin", margin - abs(two.mean), margin, two.sd, one_sided=True,
+                    crossed=two if isinstance(two, CrossedTest) else None, n=two.n)]
     return c
 
 
-def shaped(inp: Inputs) -> Claim:
+def shaped(inp: Inputs, plan: AnalysisPlan) -> Claim:
     # S1 reports the shaped arm as a rollout accuracy (~0.73 on 3-number problems), not as a
     # pass@1 difference; S0 ran the same pair on Countdown and gives one (its Table 3: binary
-    # RLOO pass@1 0.088, shaped 0.120), so that is the effect scaled to this run
+    # RLOO pass@1 0.088, shaped 0.120), so that is the effect the plan scales
     c = Claim("S1: the shaped reward restores learning: shaped-reward RLOO beats binary",
               "shaped > binary (S1: ~0.73 3-number rollout acc.; S0: pass@1 "
               "0.088 → 0.120)", EFFECT, arms=("rloo", "rloo_shaped"))
-    c = _pair_effect(inp, "rloo_shaped", "rloo", 1, c, seed=(0.088, 0.120))
+    c = _pair_effect(inp, "rloo_shaped", "rloo", 1, c, plan.claims.get("shaped"))
     diag = []
     for arm in ("rloo", "rloo_shaped"):
         runs = inp.runs.get(f"{arm}.json", {})
@@ -710,17 +844,20 @@ def shaped(inp: Inputs) -> Claim:
         zs = [m["zero_std_groups"] / m["groups"] for m in runs.values() if m.get("groups")]
         if rise:
             diag.append(f"{arm}: reward rise {np.mean(rise):+.3f}, zero-std groups "
-                        f"{np.mean(zs):.0%}" if zs else f"{arm}: reward rise {np.mean(rise):+.3f}")
+                        f"{np.mean(zs):.0%} over the whole run" if zs
+                        else f"{arm}: reward rise {np.mean(rise):+.3f}")
     c.note = ("diagnostic (not the test; any multi-level reward lowers it by construction): "
               + "; ".join(diag)) if diag else ""
     return c
 
 
-def ipo_sources(inp: Inputs) -> Claim:
+def ipo_sources(inp: Inputs, plan: AnalysisPlan) -> Claim:
     c = Claim("S1: verified teacher pairs (easyneg) beat scripted pairs for IPO, average "
               "pass@k over k", "avg pass@k easyneg 0.62 ≈ hardneg 0.61 > scripted 0.46", EFFECT,
               arms=("ipo_easyneg", "ipo_scripted"),
-              chain=pair_chain("ipo_easyneg", "ipo_scripted"))
+              chain=pair_chain("ipo_easyneg", "ipo_scripted"),
+              unit="average pass@k difference")
+    _apply_plan(c, plan.claims.get("ipo_sources"), "average pass@k of scripted → easyneg")
     ks = sorted(int(k[1:]) for k in get(inp.compare, "pairs", "ipo_easyneg_vs_ipo_scripted",
                                          "test", default={}))
     per_k = {k: _pair_rows(inp, "ipo_easyneg", "ipo_scripted", k)[0] for k in ks}
@@ -729,114 +866,147 @@ def ipo_sources(inp: Inputs) -> Claim:
         return c
     tags = list(per_k[ks[0]])
     effects = [float(np.mean([per_k[k][t]["pass_diff"] for k in ks])) for t in tags]
-    # the average over k of differences measured on the same samples: its sampling SD is at
-    # most the average of the per-k SDs (equal when the k are perfectly correlated), which
-    # this uses: the conservative end
-    ses = [[_row_var(inp, per_k[k][t]) for k in ks] for t in tags]
-    wv = _within([None if None in s else float(np.mean(np.sqrt(s))) ** 2 for s in ses])
-    res = floored_t_test(effects, wv)
-    c.run = f"avg over k={ks} of pass@k easyneg - scripted {_ci(res)}"
+    a_rec, b_rec = per_problem(inp, "ipo_easyneg"), per_problem(inp, "ipo_scripted")
+    crossed = (a_rec is not None and b_rec is not None and len(tags) > 1
+               and all(t in a_rec and t in b_rec for t in tags))
+    if crossed:
+        def avg(rec, t):
+            return np.mean([pass_at_k_per_problem(*rec[t], k) for k in ks], axis=0)
+
+        d = np.column_stack([avg(a_rec, t) - avg(b_rec, t) for t in tags])
+        res = crossed_test(d)
+        below = crossed_test(d, null=c.delta, alternative="less") if c.delta else None
+        effects = list(d.mean(axis=0))
+        c.test = (f"crossed test over {res.n_problems} problems x {res.n} replicates of the "
+                  "per-problem average pass@k difference" + _floor_words(res))
+    else:
+        # the average over k of differences measured on the same samples: its sampling SD is
+        # at most the average of the per-k SDs (equal when the k are perfectly correlated),
+        # which this uses: the conservative end
+        ses = [[_row_var(inp, per_k[k][t]) for k in ks] for t in tags]
+        wv = _within([None if None in s else float(np.mean(np.sqrt(s))) ** 2 for s in ses])
+        res = floored_t_test(effects, wv)
+        below = floored_t_test(effects, wv, null=c.delta, alternative="less") \
+            if c.delta else None
+        c.model = NO_RECORDS
+        c.test = (f"t-test across {res.n} replicates of the per-replicate average pass@k "
+                  "difference" + _floor_words(res))
+    c.run = f"avg over k={ks} of pass@k easyneg − scripted {_ci(res)}"
     c.per_replicate = ", ".join(f"{t} {e:+.3f}" for t, e in zip(tags, effects, strict=True))
-    c.test = (f"t-test across {res.n} replicates of the per-replicate average pass@k "
-              "difference" + _floor_words(res))
     c.pvalue, c.right_way, c.effect = res.pvalue, res.mean > 0, res.mean
     _fill(c, res, effects)
-    level = float(np.mean([per_k[k][t]["pass_b"] for k in ks for t in tags]))
-    scaled = _scaled(c, 0.46, 0.62, level, "average pass@k of scripted → easyneg")
-    c.equiv = _tost(res, c.delta)
-    c.plans = [Plan("easyneg − scripted", res.mean, scaled, res.sd, n=res.n)]
+    c.plans = [Plan("easyneg − scripted", res.mean, c.seed_scaled, res.sd,
+                    crossed=res if isinstance(res, CrossedTest) else None, n=res.n)]
+    if below is not None and (route := _smaller_route(c, res, below)) is not None:
+        c.plans.append(route)
     pairs = {s: m.get("pairs") for s, m in ((s, inp.data.get(f"ipo/{s}.json") or {})
                                             for s in ("scripted", "easyneg", "hardneg", "base"))}
     c.note = "pairs per source: " + ", ".join(f"{s} {n}" for s, n in pairs.items() if n)
     return c
 
 
-def rloo_sharpens(inp: Inputs) -> Claim:
+def rloo_sharpens(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    margin = plan.no_change_margin
     c = Claim(f"S4: RLOO raises pass@1 but not pass@k (sharpening), 'not' = no rise beyond "
-              f"+{MARGIN}", "pass@1 0.354 → 0.598; pass@16 0.800 → 0.740", NO_CHANGE,
+              f"+{margin}", "pass@1 0.354 → 0.598; pass@16 0.800 → 0.740", NO_CHANGE,
               arms=("rloo",), chain=pair_chain("rloo", "sft"))
+    cp = plan.claims.get("rloo_sharpens")
     k = max((int(k[1:]) for k in get(inp.compare, "pairs", "rloo_vs_sft", "test",
                                      default={})), default=None)
+    c.unit = f"pass@{k or 16} difference"
     r1, why1 = _pair_rows(inp, "rloo", "sft", 1)
     rk, whyk = _pair_rows(inp, "rloo", "sft", k) if k else (None, "no k")
+    # the seed's pass@1 rise at the plan's level; its pass@k effect: no rise (the claim)
+    seed1, seedk = (None, None) if cp is None else (cp.scaled, cp.scaled_k)
+    c.seed_scaled, c.delta = seedk, margin  # the row's effect: pass@k
+    if cp is not None and seed1 is not None:
+        c.scaling = (f"the seed's pass@1 {cp.seed_from:.3f} → {cp.seed_to:.3f} "
+                     f"({cp.relative:+.0%}) at the development level {cp.level:.3f}: "
+                     f"{seed1:+.3f}" + ("" if seedk is None else
+                                        f"; its pass@16 {cp.seed_k[0]:.3f} → {cp.seed_k[1]:.3f} "
+                                        f"at {cp.level_k:.3f}: {seedk:+.3f}")
+                     + f"; the claim: pass@k rises by no more than +{margin}")
     if r1 is None or rk is None:
         c.why_not = why1 or whyk
         return c
     x1, xk = _pair_crossed(inp, "rloo", "sft", 1), _pair_crossed(inp, "rloo", "sft", k)
+    c.model = _model_words(x1) or _model_words(xk)
     up, top = _pair_test(inp, r1, x1), _pair_test(inp, rk, xk)
-    # one-sided: pass@k rises by less than MARGIN (the upper half of a TOST)
-    no_rise = _pair_test(inp, rk, xk, null=MARGIN, alternative="less")
+    no_rise = _pair_test(inp, rk, xk, null=margin, alternative="less")
     c.run = f"pass@1 diff {_ci(up)}; pass@{k} diff {_ci(top)}"
     c.effect = top.mean  # the claim is about pass@k
     c.per_replicate = "; ".join(
         f"{t} pass@1 {r1[t]['pass_diff']:+.3f} {_one_draw(r1[t]['pass_diff'], r1[t]['pass_diff_pvalue'])}"
         f", pass@{k} {rk[t]['pass_diff']:+.3f}" for t in r1 if t in rk)
     c.test = (f"both: {_kind(up)} of the pass@1 rise, and one-sided {_kind(top)} that "
-              f"pass@{k} rises by less than {MARGIN} (p = the larger)"
-              + ("" if isinstance(up, CrossedTest) else "; SDs floored at the "
-                 "within-replicate error") + "; against: pass@1 significantly down or "
-              "pass@k significantly up (Bonferroni over the two)")
+              f"pass@{k} rises by less than {margin} (p = the larger); against: pass@1 "
+              "significantly down or pass@k significantly up (Bonferroni over the two)")
     c.parts = [Part("pass@1 diff", "pass@1 rises", up),
-               Part(f"pass@{k} diff", f"pass@{k} rises by less than {MARGIN} (one-sided)",
+               Part(f"pass@{k} diff", f"pass@{k} rises by less than {margin} (one-sided)",
                     no_rise, positive=False)]
     if up.pvalue is not None and no_rise.pvalue is not None:
         c.pvalue = max(up.pvalue if up.mean > 0 else 1.0, no_rise.pvalue)
         c.right_way = up.mean > 0
-        # contradicted: pass@1 significantly down, or pass@k significantly up
         c.against = min(1.0, 2 * min(up.pvalue if up.mean < 0 else 1.0,
                                      top.pvalue if top.pvalue is not None and top.mean > 0
                                      else 1.0))
-    _fill(c, top, [r["pass_diff"] for t, r in rk.items()])
-    sft1, sftk = (float(np.mean([r["pass_b"] for r in rows.values()])) for rows in (r1, rk))
-    seed1 = _scaled(c, 0.354, 0.598, sft1, "pass@1")
-    seedk = _scaled(c, 0.800, 0.740, sftk, "pass@16")  # the row's effect: pass@k
-    c.scaling = (f"the seed's pass@1 0.354 → 0.598 (+69%) at this run's {sft1:.3f}: "
-                 f"{seed1:+.3f}; its pass@16 0.800 → 0.740 (-8%) at this run's {sftk:.3f}: "
-                 f"{seedk:+.3f}")
-    c.delta = MARGIN  # the no-change rule's margin
+    _fill(c, top, [r["pass_diff"] for r in rk.values()])
     c.plans = [Plan("pass@1 rise", up.mean, seed1, up.sd,
                     crossed=up if isinstance(up, CrossedTest) else None, n=up.n),
-               _no_rise_plan(f"pass@{k} rise", top.mean, seedk, top)]
+               _no_rise_plan(f"pass@{k} rise", top.mean, 0.0 if seedk is None else seedk, top,
+                             margin)]
     return c
 
 
-COLLAPSE_DROP = 0.25  # plain OPD "collapsed": its rollout entropy fell by this share
+def opd_collapses(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    drop = plan.collapse_drop
+    c = Claim(f"Extension (anti-collapse's premise, no seed measured it): plain OPD's rollout "
+              f"entropy falls by more than {drop:.0%} from the first log window to the last",
+              "S4 reports the collapse as pass@16, not as entropy", ABOVE, chain="opd",
+              family=EXTENSION, seed_unusable="no seed measured it",
+              no_check="the claim is about plain OPD's own training",
+              unit=f"entropy fall − {drop:.0%}")
+    runs = inp.runs.get("opd.json", {})
+    tags = [t for t in (inp.tags_of("opd") or sorted(runs))
+            if get(runs, t, "entropy_first") and get(runs, t, "entropy_final") is not None]
+    if not tags:
+        c.why_not = "plain OPD's rollout entropy not measured"
+        return c
+    falls = [1 - runs[t]["entropy_final"] / runs[t]["entropy_first"] for t in tags]
+    res = floored_t_test(falls, null=drop, alternative="greater")
+    low = floored_t_test(falls, null=drop, alternative="less")
+    c.run = (f"entropy fall {_ci(res)} (" + ", ".join(
+        f"{t} {runs[t]['entropy_first']:.3f} → {runs[t]['entropy_final']:.3f}" for t in tags)
+        + ")")
+    c.per_replicate = ", ".join(f"{t} {f:+.1%}" for t, f in zip(tags, falls, strict=True))
+    c.test = (f"one-sided t-test across {res.n} replicates that the fall exceeds {drop:.0%}"
+              + _floor_words(res) + "; against: the one-sided test below it")
+    c.pvalue, c.against, c.right_way = res.pvalue, low.pvalue, True
+    c.effect = res.mean - drop
+    if res.ci_low is not None:
+        c.ci = (res.ci_low - drop, res.ci_high - drop)
+    c.replicate_effects = tuple(f - drop for f in falls)
+    c.plans = [Plan(f"fall − {drop:.0%}", abs(res.mean - drop), None, res.sd, True, n=res.n)]
+    return c
 
 
-def _no_collapse(runs: dict, tags: list[str]) -> str:
-    """Why the anti-collapse claim has nothing to test, or "": S4's anti-collapse variant
-    prevents plain OPD's diversity collapse, so the claim needs plain OPD to collapse first,
-    measured on its training rollouts (not the test split) in every replicate: their
-    per-token entropy falls by at least COLLAPSE_DROP from the first log window to the last."""
-    tags = tags or sorted(runs)
-    seen = {t: tuple(get(runs, t, key) for key in ("entropy_first", "entropy_final"))
-            for t in tags}
-    if not seen or any(None in v for v in seen.values()):
-        return "plain OPD's rollout entropy not measured, so no collapse is shown to prevent"
-    kept = {t: v for t, v in seen.items() if v[1] > (1 - COLLAPSE_DROP) * v[0]}
-    if not kept:
-        return ""
-    return (f"no collapse to prevent: plain OPD's rollout entropy fell by less than "
-            f"{COLLAPSE_DROP:.0%} in " + ", ".join(f"{t} ({a:.3f} → {b:.3f})"
-                                                 for t, (a, b) in kept.items()))
-
-
-def opd_anti_collapse(inp: Inputs) -> Claim:
+def opd_anti_collapse(inp: Inputs, plan: AnalysisPlan) -> Claim:
     k = max((int(k[1:]) for k in get(inp.compare, "pairs", "opd_ac_vs_opd", "test",
                                      default={})), default=16)
     c = Claim(f"S4: anti-collapse OPD keeps pass@{k} above plain OPD", "pass@16 0.840 vs 0.780",
               EFFECT, arms=("opd", "opd_ac"))
-    c = _pair_effect(inp, "opd_ac", "opd", k, c, seed=(0.780, 0.840))
-    c.premise = _no_collapse(inp.runs.get("opd.json", {}), inp.tags_of("opd"))
+    c = _pair_effect(inp, "opd_ac", "opd", k, c, plan.claims.get("opd_anti_collapse"))
     opd, rloo = inp.data.get("opd.json") or {}, inp.data.get("rloo.json") or {}
+    notes = ["whether plain OPD collapsed is its own (extension) row"]
     if opd.get("groups") and rloo.get("groups"):
-        c.note = (f"both arms from SFT, same budget: {opd['groups']} prompt groups each vs "
-                  f"RLOO's {rloo['groups']}" + (" (underpowered)" if opd["groups"] <
-                                                 rloo["groups"] / 4 else ""))
+        notes.append(f"both arms from SFT, same budget: {opd['groups']} prompt groups each vs "
+                     f"RLOO's {rloo['groups']}" + (" (underpowered)" if opd["groups"] <
+                                                    rloo["groups"] / 4 else ""))
+    c.note = "; ".join(notes)
     return c
 
 
-def interventions(inp: Inputs) -> Claim:
+def interventions(inp: Inputs, plan: AnalysisPlan) -> Claim:
     c = Claim("S3: interventions then RL beat plain RL on previously unsolved problems",
               "InT + RL > RL on D_hard (S3 Table 2, Fig. 8)", EFFECT, arms=("int",), chain="int",
               seed_unusable="S3 gives no effect on this scale")
@@ -846,6 +1016,7 @@ def interventions(inp: Inputs) -> Claim:
         c.why_not = "no int details with a plain-RL arm"
         return c
     k = next(iter(runs.values())).get("k", "K")
+    c.unit = f"held-out pass@{k} difference"
     effects = {t: get(m, "heldout_pass_at_k", "int", "pass@k")
                - get(m, "heldout_pass_at_k", "plain_rl", "pass@k") for t, m in runs.items()}
 
@@ -856,7 +1027,7 @@ def interventions(inp: Inputs) -> Claim:
         return binary_paired_var(int(mc["b"]), int(mc["c"]), int(n))
 
     res = floored_t_test(list(effects.values()), _within([var(m) for m in runs.values()]))
-    c.run = (f"held-out pass@{k} int - plain RL {_ci(res)}"
+    c.run = (f"held-out pass@{k} int − plain RL {_ci(res)}"
              f" ({get(next(iter(runs.values())), 'unsolved_heldout')} problems per replicate)")
     c.per_replicate = ", ".join(
         f"{t} {e:+.3f} {_one_draw(e, get(runs[t], 'heldout_mcnemar', 'int_vs_plain_rl', 'pvalue'))}"
@@ -869,21 +1040,25 @@ def interventions(inp: Inputs) -> Claim:
     return c
 
 
-# each claim in a few words, for the forest plot (the table has the full sentence)
-SHORT = {"zero_informative": "S0: zero-signal share > 50% (share − 50%)",
-         "feedback": "S0: resample R repairs more than feedback F",
+# each claim in a few words: the report's list and table, the forest plot
+SHORT = {"zero_informative": "S0: zero-signal share > 50%",
+         "feedback": "S0: resample R beats every feedback F",
          "self_distill": "S0: SD-R > SFT, pass@1",
-         "shaped_premise": "S1 premise: binary RLOO not above SFT, pass@1",
+         "shaped_premise": "S1 premise: binary RLOO flat vs SFT, pass@1",
          "shaped": "S1: shaped > binary RLOO, pass@1",
-         "ipo_sources": "S1: IPO easyneg > scripted, mean pass@k",
-         "rloo_sharpens": "S4: RLOO does not raise pass@k",
+         "ipo_sources": "S1: IPO easyneg > scripted, avg pass@k",
+         "rloo_sharpens": "S4: RLOO raises pass@1, not pass@k",
          "opd_anti_collapse": "S4: anti-collapse OPD > OPD, pass@k",
-         "interventions": "S3: InT + RL > RL, held-out pass@K"}
+         "interventions": "S3: InT + RL > RL, held-out pass@K",
+         "every_f_beats_f0": "ext: every F beats F0",
+         "resample_beats_f0": "ext: R beats F0",
+         "opd_collapses": "ext: plain OPD's entropy collapses"}
 
 
-CLAIMS: tuple[Callable[[Inputs], Claim], ...] = (
+CLAIMS: tuple[Callable[[Inputs, AnalysisPlan], Claim], ...] = (
     zero_informative, feedback, self_distill, shaped_premise, shaped, ipo_sources,
-    rloo_sharpens, opd_anti_collapse, interventions)
+    rloo_sharpens, opd_anti_collapse, interventions,
+    every_f_beats_f0, resample_beats_f0, opd_collapses)
 
 
 def _check_arms(c: Claim, inp: Inputs) -> None:
@@ -897,32 +1072,54 @@ def _check_arms(c: Claim, inp: Inputs) -> None:
     c.check_status, c.check_why = checks.summarize(c.arm_checks)
 
 
-def family(claims: Sequence[Claim]) -> list[tuple[Claim, float]]:
-    """Holm's family: each claim that can give a verdict, once, with its `claim_p`."""
-    return [(c, c.claim_p()) for c in claims if c.tested and c.claim_p() is not None]
+def family(claims: Sequence[Claim], name: str | None = None) -> list[tuple[Claim, float]]:
+    """Holm's family (`name`: SEED or EXTENSION; None: both): each claim that can be decided,
+    once, with its `claim_p`."""
+    return [(c, c.claim_p()) for c in claims if c.tested and c.claim_p() is not None
+            and (name is None or c.family == name)]
 
 
-def evaluate(inp: Inputs) -> list[Claim]:
-    """Every claim, its arms checked, its ps Holm-adjusted across the family (claims not
-    tested left out)."""
-    claims = [claim(inp) for claim in CLAIMS]
-    for c, claim in zip(claims, CLAIMS, strict=True):
-        c.name = claim.__name__
-        _check_arms(c, inp)
-    fam = family(claims)
-    for c in claims:  # Holm's first step, the strictest: Bonferroni over the family, and
-        # within the claim over its tests
-        c.plan_alpha = ALPHA / max(1, len(fam)) / max(1, len(c.tests()))
-    for (c, _), p in zip(fam, holm([p for _, p in fam]), strict=True):
-        c.adjusted = p
+def _holm_family(members: list[tuple[Claim, float]], alpha: float) -> None:
+    """Holm within one family: each claim's adjusted p, and the tests that decide at its
+    step (a test's p times the claim's test count within the step's level alpha/(m - i))."""
+    m = len(members)
+    adjusted = holm([p for _, p in members])
+    order = sorted(range(m), key=lambda i: members[i][1])
+    for rank, i in enumerate(order):
+        c, p_adj = members[i][0], adjusted[i]
+        c.adjusted = p_adj
+        level = alpha / (m - rank)
         ps = c.tests()
-        c.decided_by = min(ps, key=ps.get)
+        c.significant = frozenset(key for key, p in ps.items()
+                                  if p_adj is not None and p_adj < alpha
+                                  and p * len(ps) <= level)
+
+
+def evaluate(inp: Inputs, plan: AnalysisPlan | None = None) -> list[Claim]:
+    """Every claim with the plan's numbers (plan.yaml when None), its arms checked, its ps
+    Holm-adjusted within its family (claims not tested left out) and its decision."""
+    plan = plan or load_plan()
+    claims = []
+    for fn in CLAIMS:
+        c = fn(inp, plan)
+        c.name = fn.__name__
+        c.planned = plan.claims.get(c.name)
+        _check_arms(c, inp)
+        claims.append(c)
+    for name in (SEED, EXTENSION):
+        fam = family(claims, name)
+        for c in claims:  # Holm's first step, the strictest: Bonferroni over the family, and
+            # within the claim over its tests
+            if c.family == name:
+                c.plan_alpha = plan.alpha / max(1, len(fam)) / max(1, len(c.tests()))
+        _holm_family(fam, plan.alpha)
+    for c in claims:
+        c.decision = c.decide(plan.alpha)
     by = {c.name: c for c in claims}
     premise, main = by.get("shaped_premise"), by.get("shaped")
     if premise is not None and main is not None and premise.parts:
-        main.context = (f"premise (its own row): {premise.outcome()}, binary RLOO − SFT "
+        learns = (premise.parts[0].test.pvalue or 1) < plan.alpha and premise.effect > 0
+        main.context = (f"premise (its own row): {premise.decision.value}, binary RLOO − SFT "
                         f"pass@1 {premise.effect:+.3f}, so this row asks whether shaped adds "
-                        "to a binary arm that " + ("learns" if (premise.parts[0].test.pvalue or 1)
-                                                   < ALPHA and premise.effect > 0
-                                                   else "is not shown to learn"))
+                        "to a binary arm that " + ("learns" if learns else "is not shown to learn"))
     return claims

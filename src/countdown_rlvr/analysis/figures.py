@@ -163,33 +163,36 @@ def fig_rl_curves(inp: Inputs) -> Figure:
     return fig
 
 
-# name -> (draw function, caption, which inputs it needs: a metrics file or a predicate)
-def decision(outcome: str) -> str:
-    """A claim's verdict (`Claim.outcome()`) as one of DECISIONS."""
-    if outcome.startswith("not test"):  # not tested / not testable
-        return "not tested"
-    return next(d for d in DECISIONS if outcome.startswith(d))
+def decision(c) -> str:
+    """A claim's decision (`Claim.decision`) as one of DECISIONS, the plot's colours."""
+    from .claims import Decision
+
+    return {Decision.REPRODUCED: "reproduced", Decision.REPRODUCED_SMALLER: "reproduced",
+            Decision.SMALLER: "smaller than the seed's", Decision.EQUIVALENT: "equivalent",
+            Decision.CONTRADICTED: "contradicted", Decision.INCONCLUSIVE: "inconclusive",
+            Decision.NOT_TESTED: "not tested", Decision.NOT_TESTABLE: "not tested"}[c.decision]
 
 
 def claim_rows(claims) -> list[ForestRow]:
     """The forest rows of evaluated claims (`claims.evaluate`): each on its effect's scale,
-    a difference from the claim's null."""
+    a difference from the claim's null, in the panel of its unit."""
     from .claims import SHORT
 
     return [ForestRow(SHORT.get(c.name, c.name), None if c.why_not else c.effect,
                       None if c.why_not else c.ci, () if c.why_not else c.replicate_effects,
-                      c.seed_scaled, c.delta, decision(c.outcome())) for c in claims]
+                      c.seed_scaled, c.delta, decision(c), c.unit) for c in claims]
 
 
-def fig_claims(inp: Inputs) -> Figure:
+def fig_claims(inp: Inputs, found=None) -> Figure:
     from .claims import evaluate
 
-    return fig_claims_forest(claim_rows(evaluate(inp)))
+    return fig_claims_forest(claim_rows(evaluate(inp) if found is None else found))
 
 
+# name -> (draw function, caption, which inputs it needs: a metrics file or a predicate)
 FIGURES = {
-    "claims": (fig_claims, ("The seed claims: each effect over replicates, the seed's "
-                            "effect scaled to this model, ±δ and the decision"), "claims"),
+    "claims": (fig_claims, ("The claims: each effect over replicates, one panel per unit, "
+                            "the seed's scaled effect, ±δ and the decision"), "claims"),
     "pass_at_k": (fig_pass_at_k, "pass@k per policy (test split)", "eval"),
     "splits": (fig_splits, "3-number / 4-number / OOD split per policy", "eval"),
     "best_of_n": (fig_best_of_n, "Best-of-N accuracy vs budget and vs average samples", "eval"),
@@ -210,27 +213,32 @@ def _has(inp: Inputs, need: str) -> bool:
     return need in inp.data
 
 
-def write_figures(inp: Inputs, fig_dir: str | Path, dpi: int = 100) -> dict[str, str]:
+def write_figures(inp: Inputs, fig_dir: str | Path, dpi: int = 100, found=None
+                  ) -> dict[str, str]:
     """Draw every figure whose inputs exist into a fresh fig_dir (atomically: no stale or
-    half-written figures). PNGs carry no Software/date metadata, so reruns are byte-identical."""
+    half-written figures). PNGs carry no Software/date metadata, so reruns are byte-identical.
+    found: the evaluated claims (None: claims.evaluate with the repository's plan)."""
     written = {}
     with atomic_path(fig_dir) as tmp:
         tmp.mkdir()
         for name, (draw, _, need) in FIGURES.items():
             if _has(inp, need):
-                draw(inp).savefig(tmp / f"{name}.png", dpi=dpi, metadata={"Software": None})
+                fig = draw(inp, found) if name == "claims" else draw(inp)
+                fig.savefig(tmp / f"{name}.png", dpi=dpi, metadata={"Software": None})
                 written[name] = f"{name}.png"
     return written
 
 
 # --- the seed claims' forest plot ----------------------------------------------------------
 
-DECISIONS = ("reproduced", "contradicted", "equivalent", "inconclusive", "not tested")
+DECISIONS = ("reproduced", "smaller than the seed's", "contradicted", "equivalent",
+             "inconclusive", "not tested")
 # one fixed colour per decision, from the Okabe-Ito palette (distinct under the common
 # colour-vision deficiencies); the decision is also written beside each row, so the plot
 # reads in greyscale too
 DECISION_COLORS = {
     "reproduced": "#009e73",  # bluish green
+    "smaller than the seed's": "#cc79a7",  # reddish purple
     "contradicted": "#d55e00",  # vermillion
     "equivalent": "#0072b2",  # blue
     "inconclusive": "#e69f00",  # orange
@@ -259,6 +267,7 @@ class ForestRow:
     seed_effect: float | None  # the seed's effect scaled to this model (an open diamond)
     delta: float | None  # equivalence margin > 0: a shaded band -delta..+delta around 0
     decision: str  # one of DECISIONS; sets the marker's colour
+    unit: str = "effect"  # what the effect measures: rows of one unit share a panel
 
     def __post_init__(self):
         label = self.label
@@ -289,24 +298,66 @@ class ForestRow:
             object.__setattr__(self, "ci", (low, high))
 
 
+def _panels(rows: list[ForestRow]) -> list[tuple[str, list[int]]]:
+    """Row indices grouped by unit, units in order of first appearance."""
+    units: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        units.setdefault(r.unit, []).append(i)
+    return list(units.items())
+
+
 def fig_claims_forest(rows: Sequence[ForestRow]) -> Figure:
-    """The seed claims at a glance: per row (top to bottom in the given order) the pooled
-    effect as a dot in its decision's colour, its interval over replicates, each replicate's
-    effect as a small point below it, the seed's scaled effect as an open diamond and the
-    +-delta equivalence band shaded; the decision is written at the right of each row and a
-    row without an effect shows its decision in place of a marker. Every artist carries a gid
-    "forest.<part>:<row>" (part: delta, ci, effect, replicates, seed, gap)."""
+    """The claims at a glance, one panel per unit (its own x axis, labelled with the unit:
+    a share, pass@1 and pass@16 never share a scale): per row (top to bottom in the given
+    order within its panel) the pooled effect as a dot in its decision's colour, its interval
+    over replicates, each replicate's effect as a small point below it, the seed's scaled
+    effect as an open diamond and the +-delta band shaded; the decision is written at the
+    right of each row and a row without an effect shows its decision in place of a marker.
+    Every artist carries a gid "forest.<part>:<row>" (part: delta, ci, effect, replicates,
+    seed, gap; row: its index in `rows`)."""
     rows = list(rows)
     if not rows:
         raise ValueError("no claims to draw; skip the forest plot when there are none.")
     if bad := [r for r in rows if not isinstance(r, ForestRow)]:
         raise ValueError(f"forest rows must be ForestRow, got {type(bad[0]).__name__}; "
                          "build one ForestRow per claim.")
+    panels = _panels(rows)
     longest = max(len(r.label) for r in rows)
-    # width from the longest label so no label is cut, height from the row count
-    fig, (ax,) = _figure(size=(max(7.5, 5.2 + 0.075 * longest), 1.9 + 0.42 * len(rows)))
-    ys = np.arange(len(rows), dtype=float)
-    for i, (y, r) in enumerate(zip(ys, rows)):
+    # width from the longest label so no label is cut, height from the rows and the panels
+    fig = Figure(figsize=(max(7.5, 5.2 + 0.075 * longest),
+                          1.3 + 0.42 * len(rows) + 0.55 * len(panels)), layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False,
+                        gridspec_kw={"height_ratios": [len(ix) for _, ix in panels]})[:, 0]
+    for ax, (unit, idx) in zip(axes, panels):
+        _forest_panel(ax, rows, idx)
+        ax.set_xlabel(unit, fontsize=9)
+    axes[0].set_title("Claims: effect over replicates and the decision, one panel per unit")
+    decisions = [Line2D([], [], ls="", marker="o", ms=8, color=DECISION_COLORS[d], mec="black",
+                        mew=0.6, label=d) for d in DECISIONS if any(r.decision == d for r in rows)]
+    marks = []
+    if any(r.ci for r in rows):
+        marks.append(Line2D([], [], color="0.3", lw=2.2, label="interval over replicates"))
+    if any(r.per_replicate for r in rows):
+        marks.append(Line2D([], [], ls="", marker="o", ms=4, color="0.3", alpha=0.75,
+                            label="one replicate"))
+    if any(r.seed_effect is not None for r in rows):
+        marks.append(Line2D([], [], ls="", marker=SEED_MARKER, ms=7, mfc="none", mec="black",
+                            label="seed's effect (scaled)"))
+    if any(r.delta is not None for r in rows):
+        marks.append(Patch(color=DELTA_COLOR, label="±δ (the plan's smallest effect)"))
+    # one legend below the plot, three columns (a panel is narrow): the decisions present,
+    # then the marks
+    handles = decisions + marks
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)),
+               fontsize=8, frameon=False)
+    return fig
+
+
+def _forest_panel(ax, rows: list[ForestRow], idx: list[int]) -> None:
+    """The rows `idx` of one unit, at y = their position in the panel."""
+    ys = np.arange(len(idx), dtype=float)
+    for y, i in zip(ys, idx):
+        r = rows[i]
         color = DECISION_COLORS[r.decision]
         if r.delta is not None:
             ax.fill_betweenx([y - 0.4, y + 0.4], -r.delta, r.delta, color=DELTA_COLOR, lw=0,
@@ -329,41 +380,19 @@ def fig_claims_forest(rows: Sequence[ForestRow]) -> Figure:
             ax.scatter([r.seed_effect], [y], s=45, marker=SEED_MARKER, facecolors="none",
                        edgecolors="black", linewidths=1.1, zorder=4, gid=f"forest.seed:{i}")
     ax.axvline(0.0, color="black", lw=0.8, zorder=1)
-    ax.set_yticks(ys, [r.label for r in rows], fontsize=9)
-    ax.set_ylim(len(rows) - 0.5, -0.5)  # first row on top
+    ax.set_yticks(ys, [rows[i].label for i in idx], fontsize=9)
+    ax.set_ylim(len(idx) - 0.5, -0.5)  # first row on top
     ax.tick_params(axis="y", length=0)
     ax.margins(x=0.08)
     ax.grid(axis="x", color="0.92", lw=0.6, zorder=0)
     ax.set_axisbelow(True)
     right = ax.secondary_yaxis("right")  # the decision, in words, beside each row
-    right.set_yticks(ys, [r.decision for r in rows], fontsize=8)
+    right.set_yticks(ys, [rows[i].decision for i in idx], fontsize=8)
     right.tick_params(length=0)
     right.spines["right"].set_visible(False)
-    for tick, r in zip(right.get_yticklabels(), rows):
-        tick.set_color(DECISION_COLORS[r.decision] if r.decision != "not tested" else "0.35")
-    ax.set_xlabel("effect (this run's scale)")
-    ax.set_title("Seed claims: effect over replicates and the decision")
-    decisions = [Line2D([], [], ls="", marker="o", ms=8, color=DECISION_COLORS[d], mec="black",
-                        mew=0.6, label=d) for d in DECISIONS if any(r.decision == d for r in rows)]
-    marks = []
-    if any(r.ci for r in rows):
-        marks.append(Line2D([], [], color="0.3", lw=2.2, label="interval over replicates"))
-    if any(r.per_replicate for r in rows):
-        marks.append(Line2D([], [], ls="", marker="o", ms=4, color="0.3", alpha=0.75,
-                            label="one replicate"))
-    if any(r.seed_effect is not None for r in rows):
-        marks.append(Line2D([], [], ls="", marker=SEED_MARKER, ms=7, mfc="none", mec="black",
-                            label="seed's effect (scaled)"))
-    if any(r.delta is not None for r in rows):
-        marks.append(Patch(color=DELTA_COLOR, label="±δ (equivalence margin)"))
-    # one legend below the plot: the decisions present on its first row, the marks on its
-    # second (a legend fills column by column, so the two rows are interleaved, blanks padding)
-    ncols = max(len(decisions), len(marks))
-    legend_rows = [h + [Line2D([], [], ls="", label=" ")] * (ncols - len(h))
-                   for h in (decisions, marks) if h]
-    fig.legend(handles=[h for col in zip(*legend_rows) for h in col], loc="outside lower center",
-               ncols=ncols, fontsize=8, frameon=False)
-    return fig
+    for tick, i in zip(right.get_yticklabels(), idx):
+        d = rows[i].decision
+        tick.set_color(DECISION_COLORS[d] if d != "not tested" else "0.35")
 
 
 def forest_png(rows: Sequence[ForestRow], dest: str | Path, dpi: int = 100) -> None:

@@ -9,14 +9,16 @@ replicate) and dvclive/ (per-step curves), where the report and `countdown-rlvr 
                                           at the smallest and largest k, the mean over
                                           replicates and the SD across them (a shared policy,
                                           trained once, has no SD)
-    reports/metrics/claims/<claim>.json   effect, p: each seed claim's pooled effect (or rate
+    reports/metrics/claims/<claim>.json   decision, decision_code, effect, p: each claim's
+                                          decision (claims.Decision: a word and its number,
+                                          claims.CODES), its pooled effect (or rate
                                           difference) and its Holm-adjusted p (claims.py)
 
 Files of one kind share their keys and the file's name is its subject, so
-`dvc metrics show` prints one row per policy and per claim (~110 columns wide) and a
+`dvc metrics show` prints one row per policy and per claim (~140 columns wide) and a
 `dvc metrics diff` of two runs has at most 4 rows per compared policy, 2 per shared policy
-and 2 per claim (60 with the default params). Secondary policies (evaluated for the first
-replicate only) and the OOD split are in the details and the report, not here.
+and 4 per claim (decision, decision_code, effect, p). Secondary policies (evaluated for the
+first replicate only) and the OOD split are in the details and the report, not here.
 """
 
 from __future__ import annotations
@@ -43,7 +45,12 @@ def policy(pooled: Mapping[str, Any]) -> dict:
 
 
 def claim(c) -> dict:
-    """claims/<name>.json: the claim's effect and its Holm-adjusted p (only numbers: a claim
-    that could not be tested has an empty file, so its row shows no values)."""
-    return {key: value for key, value in (("effect", c.effect), ("p", c.adjusted))
-            if _is_number(value)}
+    """claims/<name>.json: the claim's decision (its word and its code, so `dvc metrics diff`
+    shows a decision changing, not only a p), its effect and its Holm-adjusted p (a claim that
+    could not be tested has its decision only)."""
+    from .claims import CODES
+
+    out = {"decision": c.decision.value, "decision_code": CODES[c.decision]}
+    out.update((key, value) for key, value in (("effect", c.effect), ("p", c.adjusted))
+               if _is_number(value))
+    return out

@@ -61,6 +61,8 @@ class Context:
     bon: str | None  # the best-of-N policy (None: no policy has eval metrics)
     chain_minutes: Mapping[str, float] | None = None  # what one more replicate of each chain
     # costs (`report.chain_minutes`)
+    claims: tuple = ()  # the evaluated claims (claims.evaluate), in plan order
+    plan: Any = None  # the analysis plan they were decided with (plan.Plan)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -97,14 +99,15 @@ class Context:
 
 
 def make_context(inp: Inputs, figures: dict[str, str], fig_rel: str, reference: str,
-                 bon_policy: str | None, chain_minutes: Mapping[str, float] | None = None
-                 ) -> Context:
+                 bon_policy: str | None, chain_minutes: Mapping[str, float] | None = None,
+                 found=(), plan=None) -> Context:
     """bon_policy None: the policy with the highest test pass@1."""
     evals = inp.evals()
     ks = sorted({k for m in evals.values() for k in pass_ks(m["test"])}) or [1]
     bon = bon_policy or (max(evals, key=lambda p: evals[p]["test"]["pass@1"])
                          if evals else None)
-    return Context(inp, figures, fig_rel, reference, tuple(ks), bon, chain_minutes)
+    return Context(inp, figures, fig_rel, reference, tuple(ks), bon, chain_minutes,
+                   tuple(found), plan)
 
 
 # --------------------------------------------------------------------------- cells
@@ -168,7 +171,7 @@ def header_section(ctx: Context) -> list[str]:
                    f"{test['samples_per_group']} samples per prompt and seed, per replicate. "
                    f"Replicates (training draws): {', '.join(ctx.inp.replicates) or 'none'}"
                    f"{_chains_text(ctx)}. "
-                   "The seed claims and the policies table are pooled over replicates, with "
+                   "The claims and the policies table are pooled over replicates, with "
                    "the replicate as the unit; every other table shows ONE draw, replicate "
                    f"`{ctx.inp.first}` (the first seed), and its p-values are that draw's paired "
                    "tests over problems (a sign-flip permutation test on per-problem pass@k "
@@ -193,14 +196,73 @@ def _chains_text(ctx: Context) -> str:
         "; a pair is compared on the replicates both have)"
 
 
+def findings_section(ctx: Context) -> list[str]:
+    """What was found, first: one plain line per claim, its decision and its effect."""
+    plan = ctx.plan
+    lines = ["## What was found", ""]
+    if plan is not None:
+        when = ("written before this run" if plan.written_before_run
+                else "**written after this run was seen**")
+        lines += [(f"Decided with the analysis plan `plan.yaml`, {when}, and the rules in "
+                   "docs/statistics.md (\"Claims: how a test becomes a decision\"). "
+                   f"The plan's note: {plan.note}"), ""]
+    ext = "Extensions (contrasts no seed tested; their own Holm family)"
+    for fam, title in (("seed", "The seeds' claims"), ("extension", ext)):
+        rows = [c for c in ctx.claims if c.family == fam]
+        if rows:
+            lines += [f"{title}:", "", *(f"- {finding_line(c)}" for c in rows), ""]
+    return lines + ["Each claim's test, numbers and plan: \"Claims in detail\" at the end.", ""]
+
+
+def finding_line(c) -> str:
+    from .claims import SHORT
+
+    text = f"**{SHORT.get(c.name, c.name)}**: {decision_words(c)}"
+    if c.effect is not None and not c.why_not:
+        text += f"; {c.unit} {_effect_ci(c)}"
+        if c.rule == "no change" and c.seed_scaled == 0:
+            text += " (the seed: no change)"
+        elif c.seed_scaled is not None:
+            text += f" (the seed's, scaled: {c.seed_scaled:+.3f})"
+    return text
+
+
+def _effect_ci(c) -> str:
+    return fmt_ci(c.effect, *(c.ci or (None, None)), "+.3f")
+
+
+def decision_words(c, short: bool = False) -> str:
+    """A decision in words (the edge: claims.py keeps the enum). `short`: without the
+    reason a claim was not tested."""
+    from .claims import Decision
+
+    d, delta = c.decision, c.delta
+    bound = " (gains > δ excluded)" if short or delta is None else \
+        f" (gains above {delta:+.3g} excluded)"
+    if d == Decision.REPRODUCED_SMALLER:
+        return "reproduced, smaller than the seed's" + bound
+    if d == Decision.SMALLER:
+        return "smaller than the seed's" + bound + (
+            "" if short else "; an effect below that is not ruled out")
+    if d == Decision.EQUIVALENT:
+        return "equivalent (no change beyond ±δ)" if short else \
+            f"equivalent: no change beyond ±{delta:.3g} (the seed claims none)"
+    if d == Decision.NOT_TESTED:
+        return "not tested (an arm failed its check)" if short else f"not tested: {c.check_why}"
+    if d == Decision.NOT_TESTABLE:
+        return "not testable" if short else f"not testable: {c.why_not}"
+    if d == Decision.INCONCLUSIVE and c.adjusted is None and c.tested:
+        return "inconclusive (one replicate: the pooled test needs two or more)"
+    return d.value
+
+
 def answers_section(ctx: Context) -> list[str]:
-    """The forest plot of the seed claims, first: what was decided, before any table."""
+    """The forest plot of the claims."""
     return ["## The answers at a glance", "",
-            ("Each seed claim's effect on this run's scale (a difference from the claim's "
-             "null), its interval over replicates (dot and line) and each replicate's effect "
-             "(small points), the seed's effect scaled to this model (diamond), the "
-             "equivalence margin ±δ (grey band) and the decision as the colour; the table "
-             "below states each test."), "", *ctx.figure("claims")]
+            ("Each claim's effect, one panel per unit: its interval (line) and each "
+             "replicate's effect (small points), the seed's effect scaled by the plan "
+             "(diamond), the plan's ±δ (grey band) and the decision as the colour; the numbers "
+             "are in the table below."), "", *ctx.figure("claims")]
 
 
 def _pooled(ctx: Context, policy: str, k: int, split: str = "test") -> dict | None:
@@ -218,15 +280,28 @@ def _diff_ci(d: dict | None) -> str:
 
 
 def _pooled_vs_ref(ctx: Context, policy: str, k: int) -> dict | None:
-    """compare.json's pooled effect of policy - reference at k (either pair order)."""
+    """compare.json's pooled effect of policy - reference at k (either pair order): the
+    crossed problems x replicates test where compare.json has it (the claims' test of the
+    same contrast), else the t-test across replicates; `crossed` says which."""
     for (a, b), sign in (((policy, ctx.ref), 1), ((ctx.ref, policy), -1)):
-        r = _get(ctx.inp.compare, "pairs", pair_key(a, b), "test", f"k{k}", "pooled")
+        block = _get(ctx.inp.compare, "pairs", pair_key(a, b), "test", f"k{k}") or {}
+        crossed = block.get("crossed") or {}
+        use = crossed if crossed.get("pvalue") is not None else block.get("pooled")
+        r = use
         if r is not None:
-            flip = {"mean": sign * r["mean"], "pvalue": r["pvalue"], "n": r["n"]}
+            flip = {"mean": sign * r["mean"], "pvalue": r["pvalue"], "n": r["n"],
+                    "crossed": r is crossed}
             if r.get("ci_low") is not None:
                 flip["ci_low"], flip["ci_high"] = sorted((sign * r["ci_low"], sign * r["ci_high"]))
             return flip
     return None
+
+
+def _p_cell(d: dict | None) -> str:
+    """A pooled p; † when it is the t-test across replicates, not the crossed test."""
+    if d is None or d["pvalue"] is None:
+        return fmt_p(None)
+    return fmt_p(d["pvalue"]) + ("" if d.get("crossed") else " †")
 
 
 def policies_table(ctx: Context) -> list[str]:
@@ -249,16 +324,16 @@ def policies_table(ctx: Context) -> list[str]:
                      _mean_ci(one), _mean_ci(_pooled(ctx, p, kx)), per,
                      _mean_ci(_pooled(ctx, p, kx, "ood")),
                      "ref." if p == ref else _diff_ci(d1),
-                     "ref." if p == ref else fmt_p(None if d1 is None else d1["pvalue"]),
-                     "ref." if p == ref else fmt_p(None if dx is None else dx["pvalue"])])
+                     "ref." if p == ref else _p_cell(d1), "ref." if p == ref else _p_cell(dx)])
     return ["## Policies (S4 Table 1)", "",
             ("Unbiased pass@k on the held-out 3-4-number test split and the OOD split "
              f"({_ood_operands(ctx)} numbers, targets from `problems.ood_target_range`, beyond "
              "the training targets), as the mean over replicates (training draws) with its "
              "95% t interval over replicates; `shared` = trained once, one draw. The difference "
              f"from `{ref}` is the mean of the per-replicate paired differences (all samples, "
-             "paired by problem), its interval and p the t-test across replicates: the unit is "
-             "the training draw. A policy of `evaluate.first_replicate_only` has one replicate: "
+             "paired by problem), its interval and p the crossed problems x replicates test "
+             "(the test the claims use for the same contrast; where compare.json lacks it, the "
+             "t-test across replicates, marked †): the unit is the training draw. A policy of `evaluate.first_replicate_only` has one replicate: "
              "no interval, no p. Per-replicate paired tests (permutation over problems, "
              "McNemar on sample 0): `reports/compare.md`."), "",
             *md_table(header, rows), "", *ctx.figure("pass_at_k"), *ctx.figure("splits")]
@@ -526,68 +601,88 @@ def significance_section(ctx: Context) -> list[str]:
 
 # --------------------------------------------------------------------------- seed claims
 
-def _power_cell(c, n: int) -> str:
-    """Planned power (at the seed's scaled effect) / observed power, at this run's n."""
-    cells = [NA if pw is None else f"{pw:.0%}" for pw in (c.seed_power(), c.observed_power())]
-    return NA if cells == [NA, NA] else f"{cells[0]} / {cells[1]} ({n} replicates)"
+def _esc(cell: str) -> str:
+    """A markdown table cell: a `|` inside it would end the cell."""
+    return cell.replace("|", "\\|")
 
 
-def seed_claims_table(ctx: Context) -> list[str]:
-    """One row per headline claim of the seeds: the pooled (replicate-unit) verdict first,
-    each replicate's own number and one-draw verdict beside it, the check that the claim's
-    arms moved, and for an inconclusive claim the replicates that would decide it (claims.py
-    states the rules)."""
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return md_table([_esc(h) for h in header], [[_esc(x) for x in r] for r in rows])
+
+
+def _power_cell(c) -> str:
+    """The plan's power (at its replicates) and this run's estimate, labelled."""
+    cp = c.planned
+    planned = NA if cp is None or cp.planned_power is None else \
+        f"plan {cp.planned_power:.0%} at {cp.replicates}"
+    run = c.run_power()
+    return f"{planned}; run {NA if run is None else f'{run:.0%}'} at {c.n or NA}"
+
+
+def claims_table(ctx: Context) -> list[str]:
+    """One short row per claim: decision, effect, the plan's delta and the seed's effect,
+    the adjusted p and the power (the plan's, and this run's estimate); the details are in
+    `claims_details`."""
     from . import claims
 
-    found = claims.evaluate(ctx.inp)
+    rows = [[claims.SHORT.get(c.name, c.name), c.family, decision_words(c, short=True),
+             NA if c.effect is None or c.why_not else _effect_ci(c), c.unit,
+             NA if c.delta is None else f"{c.delta:.3g}",
+             NA if c.seed_scaled is None else f"{c.seed_scaled:+.3f}", fmt_p(c.adjusted),
+             _power_cell(c)] for c in ctx.claims]
+    fams = {f: len(claims.family(ctx.claims, f)) for f in (claims.SEED, claims.EXTENSION)}
+    return ["## Claims vs this run", "",
+            (f"Replicates (training draws) are the unit. p (Holm): adjusted within the claim's "
+             f"family ({fams['seed']} seed claims, {fams['extension']} extensions decided). δ: "
+             "the plan's smallest effect of interest (a no-change claim: its margin). Power: "
+             "the plan's (from before the run where plan.yaml says so, at its replicates) and "
+             "this run's estimate from its own variance at its replicates, both at the seed's "
+             "scaled effect and over every decision route (not observed power)."), "",
+            *_table(["claim", "family", "decision", "effect [95% CI]", "unit", "δ",
+                     "seed (scaled)", "p (Holm)", "power: plan; this run"], rows), ""]
+
+
+def claims_details(ctx: Context) -> list[str]:
+    """Per claim: what it says, the seed, the test, the numbers, the plan."""
+    from . import claims
+
     chains = {chain: ctx.inp.seeds_of(chain) for chain in CHAINS}
-    rows = [[c.claim + (f" ({c.note})" if c.note else ""),
-             c.seed + (f"; scaled: {c.scaling}" if c.scaling else ""), c.run, c.per_replicate,
-             c.check_cell(), c.test, c.rule, fmt_p(c.claim_p()), fmt_p(c.adjusted),
-             f"**{c.verdict()}**", c.needed(chains, ctx.chain_minutes),
-             _power_cell(c, c.n)] for c in found]
-    n, fam = len(ctx.inp.replicates), len(claims.family(found))
-    return ["## Seed claims vs this run", "",
-            (f"{n} replicate(s) ({', '.join(ctx.inp.replicates) or 'none'}): every compared "
-             "policy trained and evaluated once per training seed; the unit of every verdict "
-             "is the replicate. Rules: *effect* = reproduced / contradicted only when the "
-             "test across replicates of the per-replicate paired effect is significant "
-             f"(alpha {claims.ALPHA}) after Holm's correction over the family ({fam} claims, "
-             "each counted once: its p is the smallest of its tests' (for; against, for a "
-             "no-change, above or several-contrast claim; equivalent) times their number), in / "
-             "against the seed's direction; *equivalent* when two one-sided tests put it "
-             "within ±δ, δ half the seed's effect scaled to this model (its relative change "
-             "at this run's level: the scaling column); else inconclusive; a claim of "
-             "several contrasts "
-             "holds only when each does; *no change* = reproduced only when the interval also "
-             f"excludes a rise above {claims.MARGIN} (one-sided equivalence), never from a "
-             "non-significant test; *above* = a one-sided test that the share exceeds the "
-             "seed's threshold (the seed's own rate is context). A pass@k difference of two "
-             "policies on the test split is tested with a crossed problems x replicates "
-             "model, because every replicate shares the test problems (docs/statistics.md); "
-             "the other tests floor their SD at the replicates' own sampling error, so three "
-             "replicates that agree by chance cannot make a few discordant problems look "
-             "certain. Why tests across "
-             "replicates: they hold their size when training draws differ, which a test over "
-             "the problems of one draw does not (the per-replicate column: + / − = that draw "
-             "alone is significant for / against the seed, ns = not; read it as what a "
-             "one-draw report would have said). **Not tested**: a claim whose arm did not "
-             "move in some replicate (the arm check column: one stated check per arm, on "
-             "training or validation data, never the test split), or whose check was not "
-             "measured, gets no verdict and is left out of the family. **Replicates to "
-             f"decide**: for an inconclusive claim, the replicates at which its test has "
-             f"{claims.POWER:.0%} power at the observed effect and at the seed's scaled one, from the "
-             f"variance it estimated, at alpha {claims.ALPHA} / {max(fam, 1)} (Holm's "
-             "strictest step) / its number of tests, and the command that adds them to the "
-             "claim's chain (`replicates.<chain>`, and `replicates.seeds` for a seed SFT has "
-             "not trained: each chain has its own seeds, a claim's replicates are those its "
-             "pair has in common, and adding seeds trains only the new replicates), with their "
-             "cost (`report.chain_minutes`). The seeds "
-             "ran 0.5B-7B models; this run a ~1M-parameter student."), "",
-            *md_table(["claim", "seed", "this run (mean over replicates)", "per replicate",
-                       "arm check", "test", "rule", "p (claim)", "p (Holm)", "verdict",
-                       "replicates to decide",
-                       "power: planned (at the seed's effect) / observed"], rows), ""]
+    lines = ["## Claims in detail", ""]
+    for c in ctx.claims:
+        cp = c.planned
+        ps = c.tests()
+        lines += [f"### {claims.SHORT.get(c.name, c.name)}", "",
+                  f"- **Decision**: {decision_words(c)}" + (f"; {c.context}" if c.context
+                                                            else ""),
+                  f"- **Claim** ({c.family}, {c.rule}): {c.claim}",
+                  f"- **Seed**: {c.seed}" + (f"; scaled: {c.scaling}" if c.scaling else ""),
+                  f"- **This run**: {c.run}",
+                  (f"- **Per replicate** (+ / − = that draw alone significant for / "
+                   f"against, ns = not): {c.per_replicate}"),
+                  f"- **Test**: {c.test}" + (f" ({c.model})" if c.model else "")]
+        if c.parts:
+            lines.append("- **Contrasts**: " + "; ".join(p.reading() for p in c.parts))
+        if ps:
+            lines.append("- **p**: " + ", ".join(f"{k} {fmt_p(v)}" for k, v in ps.items())
+                         + f"; claim {fmt_p(c.claim_p())}, Holm {fmt_p(c.adjusted)}"
+                         + ("; deciding: " + ", ".join(sorted(c.significant))
+                            if c.significant else ""))
+        lines.append(f"- **Arm check**: {c.check_cell()}")
+        if cp is not None:
+            lines.append(f"- **Plan**: {cp.replicates} replicates, planned power "
+                         + (NA if cp.planned_power is None else f"{cp.planned_power:.0%}")
+                         + (f", δ {cp.delta:.3g}" if cp.delta is not None else "")
+                         + (f" (level: {cp.level_source})" if cp.level_source else ""))
+        run = c.run_power()
+        if run is not None:
+            lines.append(f"- **This run's power estimate** (its variance, {c.n} replicates, "
+                         f"every route at the plan's effects): {run:.0%}")
+        if (need := c.needed(chains, ctx.chain_minutes)) != "–":
+            lines.append(f"- **Replicates to decide**: {need}")
+        if c.note:
+            lines.append(f"- **Note**: {c.note}")
+        lines.append("")
+    return lines
 
 
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
@@ -674,10 +769,10 @@ def caveats_section(ctx: Context) -> list[str]:
 
 
 # report.md's sections, in order
-SECTIONS = (header_section, answers_section, seed_claims_table, caveats_section, policies_table,
-            best_of_n_tables, ipo_table, training_tables,
+SECTIONS = (header_section, findings_section, answers_section, claims_table, caveats_section,
+            policies_table, best_of_n_tables, ipo_table, training_tables,
             diagnose_table, repair_table, distill_table, failures_section, interventions_table,
-            significance_section)
+            significance_section, claims_details)
 
 
 def _test_split_in_order(report: dict, policies: list[str]) -> dict:
@@ -704,10 +799,18 @@ def _arrow(m: dict, key: str, nd: int = 3) -> str:
 
 def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures",
                    reference: str = "sft", best_of_n_policy: str | None = None,
-                   chain_minutes: Mapping[str, float] | None = None) -> str:
+                   chain_minutes: Mapping[str, float] | None = None, found=None,
+                   plan=None) -> str:
     """report.md: the seeds' tables filled from the metrics, each figure embedded (figure
-    paths relative to the report: fig_rel/<name>.png)."""
-    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy, chain_minutes)
+    paths relative to the report: fig_rel/<name>.png). found: the evaluated claims
+    (claims.evaluate(inp, plan) when None); plan: plan.yaml's (None: the repository's)."""
+    from . import claims
+    from .plan import load_plan
+
+    plan = plan or load_plan()
+    found = claims.evaluate(inp, plan) if found is None else found
+    ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy, chain_minutes,
+                       found, plan)
     return "\n".join(line for section in SECTIONS for line in section(ctx)).rstrip() + "\n"
 
 
@@ -715,19 +818,26 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
                   fig_dir: str | Path, configured=(), ipo_sources=IPO_SOURCES,
                   distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
                   best_of_n_policy: str | None = None, dpi: int = 100,
-                  replicates=None, chain_minutes: Mapping[str, float] | None = None) -> Inputs:
+                  replicates=None, chain_minutes: Mapping[str, float] | None = None,
+                  plan=None) -> Inputs:
     """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
 
     configured: every policy name of `evaluate`; ipo_sources / distill: the IPO pair sources
     and distill conditions this run trains (`ipo.sources`, `distill.conditions`); replicates:
     each chain's seeds ({chain: seeds}, the `replicates` section; None: the replicates found
-    on disk, every chain's); chain_minutes: `report.chain_minutes`.
+    on disk, every chain's); chain_minutes: `report.chain_minutes`; plan: the analysis plan
+    (plan.Plan; None: the repository's plan.yaml).
     """
+    from . import claims
+    from .plan import load_plan
+
     inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill, replicates)
     if require_all and inp.missing:
         raise MissingInputs(inp.missing)
-    figures = write_figures(inp, fig_dir, dpi)
+    plan = plan or load_plan()
+    found = claims.evaluate(inp, plan)
+    figures = write_figures(inp, fig_dir, dpi, found)
     fig_rel = Path(os.path.relpath(Path(fig_dir), Path(out_md).parent)).as_posix()
     write_text(out_md, build_markdown(inp, figures, fig_rel, reference, best_of_n_policy,
-                                      chain_minutes))
+                                      chain_minutes, found, plan))
     return inp

@@ -259,12 +259,13 @@ STAGES = [
     Stage("report", "the report, its figures and the headline metrics (what `dvc metrics show` "
           "/ `diff` / `dvc exp show` list)",
           inputs=(Out("reports/details", "every stage's measurements (eval/, ipo/, distill/, "
-                      "compare, ...)"), Out("dvclive", "the RL per-step curves")),
+                      "compare, ...)"), Out("dvclive", "the RL per-step curves"),
+                  Out("plan.yaml", "the analysis plan: each claim's delta and planned power")),
           outs=(Out("reports/report.md", cache=False), Out("reports/figures", cache=False)),
           metrics=(Out("reports/metrics/eval", "<policy>.json: pass@1, pass@16, mean and SD over "
                        "replicates", cache=False),
-                   Out("reports/metrics/claims", "<claim>.json: the seed claim's effect and p "
-                       "(Holm)", cache=False))),
+                   Out("reports/metrics/claims", "<claim>.json: the claim's decision, effect "
+                       "and p (Holm)", cache=False))),
 ]
 
 # The trained policies, as DVC model-registry artifacts (ARTIFACTS_NOTE): name -> (path, desc).

@@ -1,0 +1,143 @@
+"""The analysis plan (plan.yaml at the repository root): each claim's smallest effect of
+interest (delta), its family, replicates and planned power, fixed where the run reads it.
+
+    load_plan(path)      -> Plan, checked: every delta follows the one rule the file states
+    rule_delta(...)      -> delta = fraction x (to - from) / from x level
+
+The report prints the plan's numbers beside the run's own (`ClaimPlan.planned_power` is the
+plan's, never recomputed from the run), and says whether the plan was written before the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+PLAN_FILE = "plan.yaml"
+KINDS = ("effect", "no_change", "above")
+FAMILIES = ("seed", "extension")
+
+
+class PlanError(ValueError):
+    """plan.yaml is missing a field or a delta breaks the file's rule."""
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    name: str
+    kind: str  # effect | no_change | above
+    family: str  # seed | extension
+    delta: float | None  # smallest effect of interest (effect), margin (no change), None (above)
+    replicates: int  # planned replicates
+    planned_power: float | None  # the plan's power at the seed's scaled effect (None: none)
+    seed_from: float | None = None  # the seed's quantity before -> after
+    seed_to: float | None = None
+    level: float | None = None  # the development level the seed's relative change applies to
+    level_source: str = ""
+    seed_effect: float | None = None  # a seed effect stated directly (share - threshold)
+    seed_k: tuple[float, float] | None = None  # a second quantity's from -> to (S4's pass@16)
+    level_k: float | None = None  # and its development level
+
+    @property
+    def scaled_k(self) -> float | None:
+        """The second quantity's seed effect at its level (None: not given)."""
+        if self.seed_k is None or self.level_k is None:
+            return None
+        return (self.seed_k[1] - self.seed_k[0]) / self.seed_k[0] * self.level_k
+
+    @property
+    def relative(self) -> float | None:
+        if self.seed_from is None or self.seed_to is None:
+            return None
+        return (self.seed_to - self.seed_from) / self.seed_from
+
+    @property
+    def scaled(self) -> float | None:
+        """The seed's effect on this run's scale: its relative change at the level."""
+        if self.seed_effect is not None:
+            return self.seed_effect
+        rel = self.relative
+        return None if rel is None or self.level is None else rel * self.level
+
+
+@dataclass(frozen=True)
+class Plan:
+    written_before_run: bool
+    note: str
+    alpha: float
+    power: float
+    delta_fraction: float
+    no_change_margin: float
+    share_threshold: float
+    collapse_drop: float
+    claims: Mapping[str, ClaimPlan] = field(default_factory=dict)
+    path: str = PLAN_FILE
+
+    def of(self, name: str) -> ClaimPlan:
+        if name not in self.claims:
+            raise PlanError(f"{self.path}: no plan for claim {name!r}; add it under `claims:` "
+                            f"(kind, family, delta, replicates, planned_power)")
+        return self.claims[name]
+
+
+def rule_delta(fraction: float, seed_from: float, seed_to: float, level: float) -> float:
+    """The plan's one rule: `fraction` of the seed's relative change applied to `level`."""
+    return abs(fraction * (seed_to - seed_from) / seed_from * level)
+
+
+def _need(d: Mapping, key: str, where: str):
+    if key not in d:
+        raise PlanError(f"{where}: `{key}` missing; add it (see the comments at the top of "
+                        f"{PLAN_FILE})")
+    return d[key]
+
+
+def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
+    top = {k: _need(raw, k, path) for k in ("written_before_run", "note", "alpha", "power",
+                                           "delta_fraction", "no_change_margin",
+                                           "share_threshold", "collapse_drop", "claims")}
+    claims = {}
+    for name, c in (top.pop("claims") or {}).items():
+        where = f"{path}: claims.{name}"
+        kind, fam = _need(c, "kind", where), _need(c, "family", where)
+        if kind not in KINDS or fam not in FAMILIES:
+            raise PlanError(f"{where}: kind {kind!r} / family {fam!r}; use one of {KINDS} / "
+                            f"{FAMILIES}")
+        seed = c.get("seed") or {}
+        cp = ClaimPlan(name, kind, fam, _need(c, "delta", where), int(_need(c, "replicates", where)),
+                       _need(c, "planned_power", where), seed.get("from"), seed.get("to"),
+                       c.get("level"), str(c.get("level_source", "")), c.get("seed_effect"),
+                       (c["seed_k"]["from"], c["seed_k"]["to"]) if c.get("seed_k") else None,
+                       c.get("level_k"))
+        if kind == "no_change" and cp.delta != top["no_change_margin"]:
+            raise PlanError(f"{where}: a no-change claim's delta is the plan's "
+                            f"no_change_margin ({top['no_change_margin']}), not {cp.delta}")
+        if kind == "above" and cp.delta is not None:
+            raise PlanError(f"{where}: an above-threshold claim has no delta; set `delta: null`")
+        if kind == "effect":
+            if cp.relative is not None and cp.level is not None:
+                want = rule_delta(top["delta_fraction"], cp.seed_from, cp.seed_to, cp.level)
+                if cp.delta is None or abs(cp.delta - want) > 5e-4 + 1e-12:
+                    raise PlanError(f"{where}: delta {cp.delta} breaks the rule "
+                                    f"({top['delta_fraction']} x relative change x level = "
+                                    f"{want:.4f}); set `delta: {want:.3f}`")
+            elif cp.delta is not None:
+                raise PlanError(f"{where}: delta {cp.delta} without a seed `from`/`to` and a "
+                                "`level` to derive it from; add them or set `delta: null`")
+        claims[name] = cp
+    return Plan(**top, claims=claims, path=str(path))
+
+
+def load_plan(path: str | Path | None = None) -> Plan:
+    """plan.yaml (default: the working directory's, else the repository's)."""
+    if path is None:
+        here = Path(PLAN_FILE)
+        path = here if here.is_file() else Path(__file__).resolve().parents[3] / PLAN_FILE
+    path = Path(path)
+    if not path.is_file():
+        raise PlanError(f"{path}: no analysis plan; the report needs {PLAN_FILE} at the "
+                        "repository root (restore it with `git checkout -- plan.yaml`)")
+    return parse_plan(yaml.safe_load(path.read_text()) or {}, str(path))
