@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -21,6 +22,7 @@ from countdown_rlvr.analysis.report import (
     render_report,
     report_policies,
 )
+from countdown_rlvr.analysis.compare import PER_PROBLEM_COLUMNS
 from countdown_rlvr.core.config import CHAINS
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
@@ -790,14 +792,13 @@ def test_power_is_the_plans_and_this_runs_estimate_never_observed_power():
 
 def _with_per_problem(root: Path, policies=("sft", "ipo_easyneg", "ipo_scripted"),
                       n_problems: int = 40, n: int = 16) -> dict:
-    """compare.json given per-problem records (correct samples of n per test problem, each
-    replicate), problems listed in a shuffled order per replicate; returns them."""
+    """The compare stage's per-problem records (correct samples of n per test problem, each
+    replicate) beside the fixture's details, rows in a shuffled order; returns them as
+    {policy: {replicate: {"problem_ids", "n", "correct"}}}."""
     rng = np.random.default_rng(7)
-    path = root / "reports/details/compare.json"
-    rep = json.loads(path.read_text())
     ids = [f"test-{i}" for i in range(n_problems)]
     skill = rng.uniform(0.05, 0.9, n_problems)
-    recs = {}
+    recs, rows = {}, []
     for j, p in enumerate(policies):
         recs[p] = {}
         for t in ("r0", "r1", "r2"):
@@ -805,8 +806,12 @@ def _with_per_problem(root: Path, policies=("sft", "ipo_easyneg", "ipo_scripted"
             order = rng.permutation(n_problems)
             recs[p][t] = {"problem_ids": [ids[i] for i in order], "n": n,
                           "correct": [int(x) for x in rng.binomial(n, rate)[order]]}
-    rep["per_problem"] = {"test": recs}
-    path.write_text(json.dumps(rep))
+            rows += [(p, t, pid, c, n) for pid, c in zip(recs[p][t]["problem_ids"],
+                                                          recs[p][t]["correct"])]
+    out = root / "reports/details/per_problem"
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame(rows, columns=list(PER_PROBLEM_COLUMNS))
+    frame.sample(frac=1, random_state=0).to_csv(out / "test.csv", index=False)
     return recs
 
 

@@ -571,25 +571,20 @@ def _conjunction(c: Claim, parts: list[Part]) -> Claim:
 
 def per_problem(inp: Inputs, policy: str, split: str = "test"
                 ) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
-    """{replicate: (samples per problem, correct samples per problem)} of a policy, problems in
-    one order in every replicate (by problem id where the records give ids), from
-    compare.json's per-problem records (`per_problem.<split>.<policy>.<replicate>`: `n` and
-    `correct`, one entry per problem, with `problem_ids`); None when the details lack them
-    (a compare.json written before it)."""
-    recs = get(inp.compare or {}, "per_problem", split, policy)
-    if not isinstance(recs, Mapping) or not recs:
+    """{replicate: (samples per problem, correct samples per problem)} of a policy, problems
+    in problem-id order in every replicate, from the compare stage's per-problem records
+    (reports/details/per_problem/<split>.csv); None when the details lack them (written
+    before the records were)."""
+    frame = inp.per_problem.get(split)
+    if frame is None:
+        return None
+    rows = frame[frame["policy"] == policy]
+    if rows.empty:
         return None
     out = {}
-    for tag, r in recs.items():
-        if not isinstance(r, Mapping) or r.get("correct") is None:
-            return None
-        correct = np.asarray(r["correct"], dtype=float)
-        n = np.broadcast_to(np.asarray(r.get("n", r.get("samples")), dtype=float),
-                            correct.shape).copy()
-        if ids := r.get("problem_ids"):
-            order = np.argsort(np.asarray(ids, dtype=str), kind="stable")
-            n, correct = n[order], correct[order]
-        out[tag] = (n, correct)
+    for tag, g in rows.groupby("replicate", sort=False):
+        g = g.sort_values("problem_id", kind="stable")
+        out[tag] = (g["n"].to_numpy(dtype=float), g["correct"].to_numpy(dtype=float))
     return out
 
 

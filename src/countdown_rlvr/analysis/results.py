@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..core.arms import ARMS
 from ..core.config import CHAINS
@@ -70,6 +71,8 @@ class Inputs:
     run_curves: dict[str, dict[str, dict]] = field(default_factory=dict)  # run -> tag -> curves
     chains: dict[str, list[str]] = field(default_factory=dict)  # chain -> its r<seed> tags;
     # empty when the seed lists are not known (every chain: `replicates`)
+    per_problem: dict[str, pd.DataFrame] = field(default_factory=dict)  # split -> compare's
+    # per-problem records (per_problem/<split>.csv); empty in details written before them
 
     def tags_of(self, chain: str) -> list[str]:
         """The replicate tags of `chain` (config.CHAINS)."""
@@ -184,8 +187,10 @@ def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
     rloo_first = (chains.get("rloo") or tags or [SHARED])[0]
     missing |= {(dvclive_dir / f"rloo/{rloo_first}/plots/metrics" / f"**/{m}.tsv").as_posix():
                 "rloo" for m in REQUIRED_CURVES if m not in curves.get("rloo", {})}
+    per_problem = {f.stem: pd.read_csv(f, dtype={"problem_id": str, "replicate": str})
+                   for f in sorted((details / "per_problem").glob("*.csv"))}
     return Inputs(data, curves, missing, policies, stages, runs, tags, compare,
-                  {r: c for r, c in run_curves.items() if c}, chains)
+                  {r: c for r, c in run_curves.items() if c}, chains, per_problem)
 
 
 # --------------------------------------------------------------------------- formatting
