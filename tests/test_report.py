@@ -496,6 +496,7 @@ def test_stage_errors_name_the_fix(tmp_path, monkeypatch):
     assert "not run" in (root / "reports/report.md").read_text()
 
 
+@pytest.mark.slow
 def test_fixture_is_what_the_producers_write_today(tmp_path):
     """Regenerating the fixture with the current producers (summarize, compare_replicates,
     diagnosis, repair_metrics, dvclive) reproduces the committed files exactly, so the report
