@@ -1,9 +1,9 @@
-"""Today's decode loop, frozen: the baseline `bench_sampling.py` measures the current one
-against, in the same run. A verbatim copy of `countdown_rlvr/model/sampling.py`'s `_forward`,
-`_take` and `_decode` at commit 80f3c41 (the loop of the committed run), with the HF-forward
-fallback removed (the benchmark drives Qwen2-layout models only); the token choice (`pick`,
-temperature / top-k / top-p from one uniform per row) is the package's: unchanged since for
-truncated samplers (the evaluation's); untruncated ones now draw in vocabulary order, no sort.
+"""The decode loop of commit 80f3c41, frozen: the baseline `bench_sampling.py` measures the
+package's current loop (`countdown_rlvr/model/decode.py`) against, in the same run. A verbatim
+copy of `countdown_rlvr/sampling.py`'s `_forward`, `_take` and `_decode` at 80f3c41, with the
+HF-forward fallback removed (the benchmark drives Qwen2-layout models only); the token choice
+(`pick`, temperature / top-k / top-p from one uniform per row) is the package's: unchanged since
+for truncated samplers (the evaluation's); untruncated ones now draw in vocabulary order, no sort.
 One edit since: tensors go to the model's device (the loop built them on the device of its
 inputs, the CPU in bench_sampling, and crashed beside a CUDA model).
 Not imported by the package; do not edit otherwise (its point is to stay what it was).

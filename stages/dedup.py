@@ -37,7 +37,7 @@ def main() -> None:
     io.write_details("dedup", metrics)
     io.write_timing("dedup", timing)
     print(f"[dedup] kept {metrics['kept']}/{metrics['total']} traces; wrote {OUT}/train.jsonl "
-          f"({len(train)}), {OUT}/val.jsonl ({len(val)}), reports/metrics/dedup.json")
+          f"({len(train)}), {OUT}/val.jsonl ({len(val)}), {io.DETAILS}/dedup.json")
 
 
 if __name__ == "__main__":

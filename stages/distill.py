@@ -13,7 +13,7 @@ unchanged, the metrics say `trained: false, examples: 0`, and the pipeline goes 
 Replicate <seed> distils replicate <seed>'s repairs of its own SFT policy, whose attempts are
 failures on train problems (`repair@<seed>`'s pool): no example is a problem `evaluate` scores
 the distilled policy on. Writes
-data/models/distill_<condition>/r<seed>, reports/{details,metrics,timings}/distill/<condition>/
+data/models/distill_<condition>/r<seed>, reports/{details,timings}/distill/<condition>/
 r<seed>.json and dvclive/distill/<condition>/r<seed>.
 
 The skill check (analysis.checks.distilled): after training, the distilled policy and the SFT

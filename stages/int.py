@@ -22,7 +22,7 @@ Each phase is a function of countdown_rlvr.research.interventions, called here i
     python stages/int.py <seed>   # a seed of replicates.int: starts from data/models/{sft,rloo}/r<seed>
 
 Writes data/models/{int_sft,int,int_plain_rl,int_solver_sft}/r<seed>,
-data/int/r<seed>/interventions.jsonl, reports/{details,metrics,timings}/int/r<seed>.json and
+data/int/r<seed>/interventions.jsonl, reports/{details,timings}/int/r<seed>.json and
 dvclive/int/r<seed>/{sft,solver_sft,rloo,plain_rl}.
 """
 
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> None:
                             if v["pass@k"] is not None)
         print(f"[int] pass@{cfg.k} on the {len(part)} {what} unsolved: {summary or 'n/a'}")
     print(f"[int] wrote {int_sft_dir}, {int_dir}, {plain_rl_dir}, {solver_dir}, {rows_file}, "
-          f"reports/metrics/{run}.json")
+          f"{io.DETAILS}/{run}.json")
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
     io.require_inputs("ipo", PAIRS, sft, TRAIN)
     pairs = [p for p in io.read_jsonl(PAIRS) if p["source"] == source]
     if not pairs:
-        raise io.StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/metrics/pairs.json); "
+        raise io.StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/details/pairs.json); "
                                    f"remove {source} from `ipo.sources`, or {EMPTY_HINT[source]}")
     # the skill check's inputs, checked before any training
     held_out = skill_problems(io.read_jsonl(TRAIN),

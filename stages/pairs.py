@@ -3,7 +3,7 @@ failures, with the chosen/rejected verdicts and lengths; `ipo.sources` chooses a
 
 Chosen and rejected of each pair share a style (countdown_rlvr.data.pairs), and each source is cut
 to `pairs.max_per_source` pairs (a seeded choice), so the IPO runs compare sources, not sizes.
-reports/metrics/pairs.json: pairs per source, built and kept."""
+reports/details/pairs.json: pairs per source, built and kept."""
 
 import random
 from collections import Counter
@@ -77,7 +77,7 @@ def main() -> None:
     metrics["base_sample_pass@1"] = float(base_df["correct"].mean())
     io.write_details("pairs", metrics)
     print(f"[pairs] wrote {OUT} ({len(pairs)} pairs: "
-          + ", ".join(f"{s} {metrics[s]['pairs']}" for s in SOURCES) + ") and reports/metrics/pairs.json")
+          + ", ".join(f"{s} {metrics[s]['pairs']}" for s in SOURCES) + f") and {io.DETAILS}/pairs.json")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def main() -> None:
         }
         print(f"[problems] wrote {OUT}/{name}.jsonl ({len(probs)} problems)")
     io.write_details("problems", metrics)
-    print("[problems] wrote reports/metrics/problems.json")
+    print(f"[problems] wrote {io.DETAILS}/problems.json")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ G rollouts per prompt from the current policy, reward `rloo.reward` (binary | fo
 leave-one-out advantages, clipped importance weight to the sampler, Schulman k3 KL to the
 frozen SFT policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated curriculum
 (S1 Alg. 1). Per-step diagnostics in dvclive/rloo/r<seed>; first / final values in
-reports/metrics/rloo/r<seed>.json.
+reports/details/<arm>/r<seed>.json.
 
     python stages/rloo.py <arm> <replicate seed>   # arm: `rloo` or an RLOO arm (countdown_rlvr.core.arms);
                                                    # seed: one of replicates.rloo

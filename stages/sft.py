@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
                "val_token_acc": round(v["token_acc"], 4) if val else None}
     io.write_details(name, metrics)
     print(f"[{name}] validation: loss {metrics['val_loss']}, token acc {metrics['val_token_acc']} "
-          f"({len(val)} examples) -> reports/metrics/{name}.json")
+          f"({len(val)} examples) -> {io.DETAILS}/{name}.json")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def main() -> None:
     io.write_jsonl(OUT, traces)
     io.write_details("teacher_traces", teacher_yield(df))
     print(f"[teacher_traces] kept {len(traces)}/{len(df)} verified samples; wrote {OUT}, {SAMPLES}, "
-          "reports/metrics/teacher_traces.json")
+          f"{io.DETAILS}/teacher_traces.json")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def main() -> None:
         "repair": repair_counts(repair),
     })
     print(f"[traces] wrote {OUT} ({len(rows)} traces), {REPAIR} ({len(repair)} repair "
-          "examples) and reports/metrics/traces.json")
+          f"examples) and {io.DETAILS}/traces.json")
 
 
 if __name__ == "__main__":

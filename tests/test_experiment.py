@@ -1,6 +1,7 @@
 """dvc.yaml is generated from countdown_rlvr.cli.experiment: the committed file is current, and
 the generator derives code deps and params as documented."""
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -73,6 +74,7 @@ def test_params_a_section_read_in_part_lists_its_keys():
         "model.dtype", "model.threads", "sft"]
 
 
+@pytest.mark.slow
 def test_check_names_write_and_write_replaces_the_file(tmp_path, monkeypatch, capsys):
     target = tmp_path / "dvc.yaml"
     target.write_text("stages: {}\n")

@@ -32,6 +32,7 @@ def table_rows(stdout: str) -> list[dict[str, str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_small_runs_on_cpu_and_prints_one_table():
     proc = subprocess.run([sys.executable, str(SCRIPT), "--small"], cwd=ROOT, check=False,
                           capture_output=True, text=True, timeout=600)

@@ -127,6 +127,7 @@ _LAUNCHED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_train_like_one(tiny_dir, tmp_path, one_thread):
     """batch_size is the global number of pairs: 2 processes x 2 pairs follow the 1 x 4 run.
 

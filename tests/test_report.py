@@ -579,6 +579,7 @@ def test_stage_errors_name_the_fix(tmp_path, monkeypatch):
         runpy.run_path(str(ROOT / "stages/report.py"), run_name="__main__")
 
 
+@pytest.mark.slow
 def test_fixture_is_what_the_producers_write_today(tmp_path):
     """Regenerating the fixture with the current producers (summarize, compare_replicates,
     diagnosis, repair_metrics, dvclive) reproduces the committed files exactly, so the report

@@ -160,6 +160,7 @@ def launch_two_processes(*script_and_args: str) -> list[str]:
             "--dynamo_backend", "no", "--main_process_port", str(_free_port()), *script_and_args]
 
 
+@pytest.mark.slow
 def test_accelerate_launch_two_processes(tiny_dir, tmp_path):
     """Two CPU processes in one gloo group, then reload what rank 0 saved.
 

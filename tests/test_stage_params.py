@@ -4,7 +4,8 @@ param stops the run before DVC removes any output.
 dvc.yaml lists param keys per stage by hand (DVC's convention: `train.n_est`); the table they
 must match is countdown_rlvr.cli.stage_params. The end-to-end checks run real `dvc status` and
 `dvc repro` in a copy of the project whose data outputs are stand-in files, committed to
-dvc.lock with `dvc commit` (no stage runs but `check_params`), so they take seconds.
+dvc.lock with `dvc commit` (no stage runs but `check_params`); they are marked slow (about a
+minute of CPU for the copy and its first `dvc status`).
 """
 
 import os
@@ -200,6 +201,7 @@ def _set(repo: Path, key: str, value) -> dict:
     return io.load_params(repo / "params.yaml")
 
 
+@pytest.mark.slow
 def test_changing_rloo_reward_marks_exactly_the_stages_whose_config_changes(committed):
     before = io.load_params(committed / "params.yaml")
     after = _set(committed, "rloo.reward", "shaped")
@@ -224,6 +226,7 @@ def leaf_value(params: dict, key: str):
     return value
 
 
+@pytest.mark.slow
 def test_a_bad_param_leaves_every_previous_output_in_place(committed):
     """`problems.n_train: -5` (the case on record: DVC had removed data/problems/ and the
     git-tracked reports/details/problems.json before the stage refused the value)."""
@@ -248,6 +251,7 @@ STATUS_FILTER = ("dvc status | awk '/^[^ \\t]/ {stage = $0; next} "
                  "{if (stage) print stage; stage = \"\"; print}'")
 
 
+@pytest.mark.slow
 def test_in_a_clone_without_the_cache_the_status_filter_shows_code_and_params_changes(committed):
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}

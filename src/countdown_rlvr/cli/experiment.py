@@ -202,7 +202,7 @@ STAGES = [
         inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE), outs=trained("sft")),
         "sft"),
     *with_evaluation(Stage(
-        "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-0, ...",
+        "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-1, ...",
         chain="ipo", matrix={"source": "${ipo.sources}", "seed": seeds("ipo")},
         args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
         outs=trained("ipo_${item.source}", "ipo/${item.source}")), "ipo_${item.source}"),
@@ -227,7 +227,7 @@ STAGES = [
           "train problems", chain="repair", matrix={"seed": seeds("repair")}, args=(SEED,),
           inputs=(TRAIN, SFT), outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"))),
     *with_evaluation(Stage(
-        "distill", "one stage per repair condition and seed of replicates.repair: distill@R-0, "
+        "distill", "one stage per repair condition and seed of replicates.repair: distill@R-1, "
         "...", chain="repair", matrix={"condition": "${distill.conditions}",
                                        "seed": seeds("repair")},
         args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),

@@ -18,7 +18,7 @@ experiment's fixed inputs, trained once), and the evaluation sampler's seeds (th
 measurement for every replicate).
 
 Paths: a replicated policy's model is `data/models/<policy>/r<seed>`; a replicated stage's
-files are `reports/{details,metrics,timings}/<stage>/r<seed>.json` and `dvclive/<stage>/r<seed>`.
+files are `reports/{details,timings}/<stage>/r<seed>.json` and `dvclive/<stage>/r<seed>`.
 """
 
 from __future__ import annotations

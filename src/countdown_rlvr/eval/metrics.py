@@ -348,7 +348,7 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
 
 
 def teacher_yield(records: pd.DataFrame) -> dict[str, Any]:
-    """reports/metrics/teacher_traces.json from the teacher's sample records (with a `strategy`
+    """reports/details/teacher_traces.json from the teacher's sample records (with a `strategy`
     column): samples, kept (the verified ones, each a trace), the yield overall, per operand
     count and per strategy, the share of problems with a trace, and the failure codes seen
     (missing = a correct sample, not counted)."""
