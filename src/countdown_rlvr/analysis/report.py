@@ -325,25 +325,30 @@ def policies_table(ctx: Context) -> list[str]:
                      _mean_ci(_pooled(ctx, p, kx, "ood")),
                      "ref." if p == ref else _diff_ci(d1),
                      "ref." if p == ref else _p_cell(d1), "ref." if p == ref else _p_cell(dx)])
+    ood = _ood_operands(ctx)
+    ood = (f"the OOD split ({ood} numbers, targets from `problems.ood_target_range`, beyond "
+           "the training targets)" if ood else
+           "the OOD split (not sampled in this run: it is opt-in, `params.secondary.yaml`)")
     return ["## Policies (S4 Table 1)", "",
-            ("Unbiased pass@k on the held-out 3-4-number test split and the OOD split "
-             f"({_ood_operands(ctx)} numbers, targets from `problems.ood_target_range`, beyond "
-             "the training targets), as the mean over replicates (training draws) with its "
+            (f"Unbiased pass@k on the held-out 3-4-number test split and {ood}, "
+             "as the mean over replicates (training draws) with its "
              "95% t interval over replicates; `shared` = trained once, one draw. The difference "
              f"from `{ref}` is the mean of the per-replicate paired differences (all samples, "
              "paired by problem), its interval and p the crossed problems x replicates test "
              "(the test the claims use for the same contrast; where compare.json lacks it, the "
-             "t-test across replicates, marked †): the unit is the training draw. A policy of `evaluate.first_replicate_only` has one replicate: "
+             "t-test across replicates, marked †): the unit is the training draw. A policy of "
+             "`evaluate.first_replicate_only` has one replicate: "
              "no interval, no p. Per-replicate paired tests (permutation over problems, "
              "McNemar on sample 0): `reports/compare.md`."), "",
             *md_table(header, rows), "", *ctx.figure("pass_at_k"), *ctx.figure("splits")]
 
 
 def _ood_operands(ctx: Context) -> str:
-    """The OOD split's operand counts, from the `n<m>` parts of its eval metrics ("?" if none)."""
+    """The OOD split's operand counts, from the `n<m>` parts of its eval metrics ("" when no
+    policy was sampled on it)."""
     counts = sorted({int(key[1:]) for m in ctx.inp.evals().values()
                      for key in m.get("ood", {}) if key[:1] == "n" and key[1:].isdigit()})
-    return "/".join(map(str, counts)) or "?"
+    return "/".join(map(str, counts))
 
 
 def best_of_n_tables(ctx: Context) -> list[str]:
