@@ -58,6 +58,24 @@ def lock_text(changed: tuple[str, ...] = (), details: str = "0") -> str:
     return yaml.safe_dump({"schema": "2.0", "stages": stages})
 
 
+def params(seeds=(0, 1, 2), **chains) -> dict:
+    """The params sections that say which evaluation files a run makes: every chain on
+    `seeds` (or chains[chain]), and the fixture's policies."""
+    return {"replicates": {"seeds": list(seeds),
+                           **{c: list(chains.get(c, seeds))
+                              for c in ("ipo", "rloo", "opd", "repair", "int")}},
+            "evaluate": {"shared": ["base", "teacher"],
+                         "int_policies": ["int", "int_sft", "int_plain_rl"]},
+            "ipo": {"sources": ["scripted", "easyneg", "hardneg"],
+                    "first_replicate_sources": ["base"]},
+            "distill": {"conditions": ["R"],
+                        "first_replicate_conditions": ["F1", "F2", "F3", "F4", "Fshuf"]}}
+
+
+def write_params(repo: Path, seeds=(0, 1, 2), **chains) -> None:
+    (repo / "params.yaml").write_text(yaml.safe_dump(params(seeds, **chains)))
+
+
 def write_lock(repo: Path, changed: tuple[str, ...] = (), details: str = "0") -> None:
     (repo / "dvc.lock").write_text(lock_text(changed, details))
 
@@ -91,6 +109,7 @@ def repo(tmp_path_factory):
     git(repo, "init", "-q", "-b", "main")
     shutil.copytree(FIXTURE, repo / "reports/details/eval")
     write_lock(repo)
+    write_params(repo)
     commit(repo, "main")
 
     def branch(name: str, edit, start: str = "main") -> None:
@@ -333,7 +352,8 @@ def test_the_workspace_is_a_side_and_the_default_one(tiny, capsys):
         assert (row["policy"], row["metric"], row["verdict"]) == ("rloo", "pass@1", "differs")
         assert row["diff"] == pytest.approx(0.2)
     assert cli.main(["diff", "main"]) == 0
-    assert "workspace" in capsys.readouterr().out.splitlines()[4]  # the table's heading
+    heading = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("policy"))
+    assert heading.split()[2:4] == ["main", "workspace"]
     write_lock(tiny, changed=("pairs",))  # dvc.lock is read from disk too
     report = diff("main")
     assert report["test"].startswith("Welch") and "pairs" in report["reason"]
