@@ -17,6 +17,12 @@ difference, its t interval, the raw and the adjusted p and a verdict. A side is
 - the workspace (`workspace`, or B left out): the files on disk, reports and dvc.lock alike;
 - a `dvc exp` name: the commit DVC keeps under refs/exps/<baseline>/<name> (a git revision of
   that name wins).
+Each side counts only what its own run made: the replicates its params.yaml defines for each
+policy's chain (`replicates.<chain>`, the first seed for a first-replicate policy, `shared`
+for evaluate.shared), each file as its dvc.lock records it. Other files in the folder (e.g.
+the baseline's r1..r5 that `dvc exp run --temp` of one-seed params commits beside its own
+r0) are left out and listed in a note; a file the params make that is absent, or that differs
+from its dvc.lock record, is named in a warning.
 The replicate is the unit, so the interval holds between-draw variance. Which test depends on
 the shared inputs (the cached data/ outputs in dvc.lock of the stages every policy reads; not
 their reports/ and dvclive/ outputs, summaries that change with what a stage reports):
@@ -27,8 +33,10 @@ their reports/ and dvclive/ outputs, summaries that change with what a stage rep
   Welch over each side's replicates, and no row is called a difference, because the change
   is mixed with a different draw of the inputs.
 A policy with one draw on a side gets its difference and no interval. The rows that get a
-verdict from a test are one family: by default Holm's correction holds its family-wise error
-at alpha, and the verdict uses the adjusted p (`--adjust none`: each row at alpha alone).
+verdict from a test, over every policy, are one family: by default Holm's correction holds its
+family-wise error at alpha, and the verdict uses the adjusted p (`--adjust none`: each row at
+alpha alone). `--policy` only picks the rows shown: the family, and so every adjusted p, stays
+the same, and the header says how many of its rows are shown.
 """
 
 from __future__ import annotations
@@ -254,9 +262,21 @@ def _natural(tags) -> list[str]:
                                        t))
 
 
+def _span(tags: list[str]) -> str:
+    """[r1, r2, r3, r5, shared] -> `r1-r3,r5,shared`: runs of consecutive seeds as ranges."""
+    parts: list[list[str]] = []
+    for t in _natural(tags):
+        last = parts[-1][-1] if parts else ""
+        if t[1:].isdigit() and last[1:].isdigit() and int(t[1:]) == int(last[1:]) + 1:
+            parts[-1].append(t)
+        else:
+            parts.append([t])
+    return ",".join(",".join(p) if len(p) < 3 else f"{p[0]}-{p[-1]}" for p in parts)
+
+
 def _tags(by_policy: dict[str, list[str]]) -> str:
-    """{sft: [r1, r2], base: [shared]} -> `sft r1,r2; base shared`."""
-    return "; ".join(f"{p} {','.join(_natural(tags))}" for p, tags in sorted(by_policy.items()))
+    """{sft: [r1, r2, r3], base: [shared]} -> `base shared; sft r1-r3`."""
+    return "; ".join(f"{p} {_span(tags)}" for p, tags in sorted(by_policy.items()))
 
 
 def run_notes(side: Side, run: Run) -> tuple[list[str], list[str]]:
@@ -530,7 +550,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "or `workspace`")
     ap.add_argument("rev_b", nargs="?", default=WORKSPACE,
                     help="the side compared with it, the same kinds (default: the workspace)")
-    ap.add_argument("--policy", action="append", help="only this policy (repeatable)")
+    ap.add_argument("--policy", action="append",
+                    help="show only this policy's rows (repeatable); Holm's family stays every "
+                    "policy's tested rows")
     ap.add_argument("--all", action="store_true",
                     help="also show rows whose values are the same on both sides")
     ap.add_argument("--alpha", type=float, default=0.05,
