@@ -165,20 +165,26 @@ def headline(detail: dict) -> dict[str, float]:
 def made(params: dict | None) -> dict[str, list[str]] | None:
     """policy -> the tags (r<seed>, or `shared`) of the evaluation files a run with these
     params makes: each replicated policy on its chain's seeds (`replicates.<chain>`; the first
-    one only for a first-replicate policy), each of `evaluate.shared` once. None without a
-    `replicates.seeds` list (params from before replicates, or unreadable)."""
+    one only for a first-replicate policy; chains.sampled, or for params from before that, the
+    evaluate lists), each of `evaluate.shared` once. None without a `replicates.seeds` list
+    (params from before replicates, or unreadable)."""
     reps = params.get("replicates") if isinstance(params, dict) else None
     if not isinstance(reps, dict) or not isinstance(reps.get("seeds"), list):
         return None
+    evaluate = params.get("evaluate") or {}
     try:  # a chain without its own list trains on SFT's seeds (the oldest per-chain layout)
         seeds = {c: [int(s) for s in reps.get(seeds_key(c), reps["seeds"])] for c in CHAINS}
-        every = sampled(params)
+        # today the training stages say what is sampled; before, the evaluate lists did
+        listed = {p: True for p in [*(evaluate.get("policies") or []),
+                                    *(evaluate.get("controls") or [])]}
+        listed |= {p: False for p in evaluate.get("first_replicate_only") or []
+                   if p not in listed}
+        every = {**listed, **sampled(params)}
     except (TypeError, ValueError, AttributeError):
         return None
     out = {p: [f"r{s}" for s in (seeds[chain] if all_seeds else seeds[chain][:1])]
            for p, all_seeds in every.items() if (chain := chain_of(p)) is not None}
-    shared = (params.get("evaluate") or {}).get("shared") or []
-    return out | {p: ["shared"] for p in shared if isinstance(p, str)}
+    return out | {p: ["shared"] for p in evaluate.get("shared") or [] if isinstance(p, str)}
 
 
 def lock_md5s(lock_text: str | None) -> dict[str, str]:
@@ -294,7 +300,9 @@ def run_notes(side: Side, run: Run) -> tuple[list[str], list[str]]:
                         f"those replicates are left out; `dvc repro` there ({stages}) makes "
                         "them.")
     if run.stale:
-        warnings.append(f"WARNING: {side.label}: {', '.join(run.stale)} differ from what its "
+        stale = ", ".join(run.stale[:4]) + (f" and {len(run.stale) - 4} more"
+                                            if len(run.stale) > 4 else "")
+        warnings.append(f"WARNING: {side.label}: {stale} differ from what its "
                         "dvc.lock records for them (edited, or another run's), so they are left "
                         "out; `dvc status` there names the stages to re-run.")
     if run.left_out:
