@@ -567,7 +567,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="1 - interval coverage, and the tests' (family-wise) level; in (0, 1)")
     ap.add_argument("--adjust", choices=ADJUST, default="holm",
                     help="multiplicity correction over the tested rows (default: holm)")
-    ap.add_argument("--format", choices=("text", "md", "json"), default="text")
+    ap.add_argument("--format", choices=("text", "md", "json"), default="text",
+                    help="text (a table for a terminal, the default), md or json")
 
 
 def run(args: argparse.Namespace) -> int:
