@@ -290,7 +290,8 @@ def test_policy_filters_the_display_not_holms_family(inrepo, capsys):
     assert alone["p_adj"] == pytest.approx(3 * alone["p"], rel=1e-6)  # not a family of one
     assert main(["main", "several", "--policy", "rloo"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "family of 4 tested rows (every policy's; --policy shows 1 of them)" in out
+    assert ("family of 4 tested rows (family-wise error 0.05), every policy's: --policy shows 1 "
+            "of them") in out
 
 
 def test_only_tested_rows_are_in_the_family(inrepo):

@@ -480,10 +480,10 @@ def multiplicity(report: dict) -> str:
         return (f"multiplicity: no correction (--adjust none): each of the {rows} at alpha "
                 f"{alpha:g} alone (with no true change, about {alpha * n:.2g} of them would "
                 "read `differs`); adj. p = p")
-    among = (f" (every policy's; --policy shows {report['family_shown']} of them)"
+    among = (f", every policy's: --policy shows {report['family_shown']} of them"
              if report.get("policies") else "")
-    return (f"multiplicity: Holm's correction over the family of {rows}{among} (family-wise "
-            f"error {alpha:g}); the verdict uses adj. p")
+    return (f"multiplicity: Holm's correction over the family of {rows} (family-wise error "
+            f"{alpha:g}){among}; the verdict uses adj. p")
 
 
 def _cells(r: dict) -> list[str]:
