@@ -14,18 +14,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ttest_1samp, ttest_ind
 
 from countdown_rlvr.analysis.branch_diff import (
+    EVAL,
     NOT_A_TEST,
     SHARED_STAGES,
     _span,
+    _tag_of,
     compare,
     compare_paired,
     data_outs,
     diff,
+    made,
     main,
 )
 from countdown_rlvr.cli import main as cli
@@ -408,6 +412,29 @@ def test_the_console_script_is_installed_and_dispatches_to_diff(repo):
     proc = subprocess.run([str(script), "diff", "main", "other", "--format", "json"], cwd=repo,
                           capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout)["test"].startswith("Welch")
+
+
+def evaluation_outs(root: Path) -> dict[str, set[str]]:
+    """policy -> the tags of the evaluation files the resolved dvc.yaml's stages write."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        paths = [str(o.def_path) for stage in repo.index.stages for o in stage.outs]
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        if path.startswith(f"{EVAL}/") and path.endswith(".json"):
+            policy, tag = _tag_of(path)
+            out.setdefault(policy, set()).add(tag)
+    return out
+
+
+@pytest.mark.parametrize("params_of", ["default", "smoke"])
+def test_the_files_a_run_makes_are_those_its_stages_write(params_of, pipeline):
+    """made(params), what the diff reads of a side, is the evaluation outputs of the stages DVC
+    resolves from dvc.yaml and those params: at the defaults and at the smoke sizes."""
+    root = ROOT if params_of == "default" else pipeline.path
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    assert {p: set(tags) for p, tags in made(params).items()} == evaluation_outs(root)
 
 
 def test_replicate_lists_are_short_ranges():
