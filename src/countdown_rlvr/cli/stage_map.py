@@ -31,7 +31,7 @@ GATE = "check_params"
 
 
 def replicate_group(stage: str) -> str:
-    """`sft@0` -> `sft`, `ipo@easyneg-2` -> `ipo@easyneg`, `problems` -> `problems`."""
+    """`sft@1` -> `sft`, `ipo@easyneg-2` -> `ipo@easyneg`, `problems` -> `problems`."""
     return re.sub(r"@\d+$|-\d+$", "", stage)
 
 
