@@ -3,6 +3,7 @@ per-replicate results (git revisions, DVC experiments or the workspace); paired 
 the shared inputs' data/ hashes in dvc.lock match, Welch and a warning otherwise; Holm over the
 tested rows; works without the DVC cache."""
 
+import hashlib
 import json
 import re
 import shutil
@@ -13,17 +14,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ttest_1samp, ttest_ind
 
 from countdown_rlvr.analysis.branch_diff import (
+    EVAL,
     NOT_A_TEST,
     SHARED_STAGES,
+    _span,
+    _tag_of,
     compare,
     compare_paired,
     data_outs,
     diff,
+    made,
     main,
 )
 from countdown_rlvr.cli import main as cli
@@ -56,6 +62,24 @@ def lock_text(changed: tuple[str, ...] = (), details: str = "0") -> str:
               for i, s in enumerate(SHARED_STAGES)}
     stages["rloo"] = {"cmd": "python stages/rloo.py", "outs": [{"path": "x", "md5": "1" * 32}]}
     return yaml.safe_dump({"schema": "2.0", "stages": stages})
+
+
+def params(seeds=(0, 1, 2), **chains) -> dict:
+    """The params sections that say which evaluation files a run makes: every chain on
+    `seeds` (or chains[chain]), and the fixture's policies."""
+    return {"replicates": {"seeds": list(seeds),
+                           **{c: list(chains.get(c, seeds))
+                              for c in ("ipo", "rloo", "opd", "repair", "int")}},
+            "evaluate": {"shared": ["base", "teacher"],
+                         "int_policies": ["int", "int_sft", "int_plain_rl"]},
+            "ipo": {"sources": ["scripted", "easyneg", "hardneg"],
+                    "first_replicate_sources": ["base"]},
+            "distill": {"conditions": ["R"],
+                        "first_replicate_conditions": ["F1", "F2", "F3", "F4", "Fshuf"]}}
+
+
+def write_params(repo: Path, seeds=(0, 1, 2), **chains) -> None:
+    (repo / "params.yaml").write_text(yaml.safe_dump(params(seeds, **chains)))
 
 
 def write_lock(repo: Path, changed: tuple[str, ...] = (), details: str = "0") -> None:
@@ -91,6 +115,7 @@ def repo(tmp_path_factory):
     git(repo, "init", "-q", "-b", "main")
     shutil.copytree(FIXTURE, repo / "reports/details/eval")
     write_lock(repo)
+    write_params(repo)
     commit(repo, "main")
 
     def branch(name: str, edit, start: str = "main") -> None:
@@ -256,6 +281,23 @@ def test_holm_controls_the_family_of_tested_rows_and_the_verdict_uses_the_adjust
     assert "no correction (--adjust none): each of the 4 tested rows" in capsys.readouterr().out
 
 
+def test_policy_filters_the_display_not_holms_family(inrepo, capsys):
+    """Holm's family is every policy's tested rows: showing fewer changes no adjusted p."""
+    every = by_row(diff("main", "several"))
+    for picked in (["rloo"], ["int", "sft"], ["opd"]):
+        report = diff("main", "several", policies=picked)
+        assert report["family"] == 4 and report["family_shown"] == len(picked)
+        assert {p for p, _ in by_row(report)} == set(picked)
+        for key, row in by_row(report).items():
+            assert (row["p_adj"], row["verdict"]) == (every[key]["p_adj"], every[key]["verdict"])
+    (alone,) = diff("main", "several", policies=["rloo"])["rows"]
+    assert alone["p_adj"] == pytest.approx(3 * alone["p"], rel=1e-6)  # not a family of one
+    assert main(["main", "several", "--policy", "rloo"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("family of 4 tested rows (family-wise error 0.05), every policy's: --policy shows 1 "
+            "of them") in out
+
+
 def test_only_tested_rows_are_in_the_family(inrepo):
     """Unchanged rows (--all), one draw on a side and Welch rows do not dilute the family."""
     shown, every = diff("main", "several"), diff("main", "several", show_all=True)
@@ -333,7 +375,8 @@ def test_the_workspace_is_a_side_and_the_default_one(tiny, capsys):
         assert (row["policy"], row["metric"], row["verdict"]) == ("rloo", "pass@1", "differs")
         assert row["diff"] == pytest.approx(0.2)
     assert cli.main(["diff", "main"]) == 0
-    assert "workspace" in capsys.readouterr().out.splitlines()[4]  # the table's heading
+    heading = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("policy"))
+    assert heading.split()[2:4] == ["main", "workspace"]
     write_lock(tiny, changed=("pairs",))  # dvc.lock is read from disk too
     report = diff("main")
     assert report["test"].startswith("Welch") and "pairs" in report["reason"]
@@ -371,6 +414,34 @@ def test_the_console_script_is_installed_and_dispatches_to_diff(repo):
     assert json.loads(proc.stdout)["test"].startswith("Welch")
 
 
+def evaluation_outs(root: Path) -> dict[str, set[str]]:
+    """policy -> the tags of the evaluation files the resolved dvc.yaml's stages write."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        paths = [str(o.def_path) for stage in repo.index.stages for o in stage.outs]
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        if path.startswith(f"{EVAL}/") and path.endswith(".json"):
+            policy, tag = _tag_of(path)
+            out.setdefault(policy, set()).add(tag)
+    return out
+
+
+@pytest.mark.parametrize("params_of", ["default", "smoke"])
+def test_the_files_a_run_makes_are_those_its_stages_write(params_of, pipeline):
+    """made(params), what the diff reads of a side, is the evaluation outputs of the stages DVC
+    resolves from dvc.yaml and those params: at the defaults and at the smoke sizes."""
+    root = ROOT if params_of == "default" else pipeline.path
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    assert {p: set(tags) for p, tags in made(params).items()} == evaluation_outs(root)
+
+
+def test_replicate_lists_are_short_ranges():
+    assert _span(["r3", "r1", "r2", "r5", "r10", "shared"]) == "r1-r3,r5,r10,shared"
+    assert _span(["r2", "r1"]) == "r1,r2" and _span(["r0"]) == "r0"
+
+
 def test_the_welch_interval_includes_between_replicate_variance():
     noisy = compare([0.10, 0.30, 0.20], [0.25, 0.45, 0.35])
     tight = compare([0.19, 0.21, 0.20], [0.34, 0.36, 0.35])
@@ -398,3 +469,79 @@ def test_pairing_cancels_the_seeds_effect_and_its_interval_holds_the_mean(draws,
     assert plain["ci_low"] <= plain["diff"] <= plain["ci_high"]
     assert seeded["p"] == pytest.approx(plain["p"], rel=1e-6, abs=1e-12)
     assert (plain["p"] < alpha) == (plain["verdict"] == "differs")
+
+
+@pytest.fixture
+def smoke(tmp_path, monkeypatch):
+    """main: the fixture's run on seeds 0-2 (params.yaml and dvc.lock). `smoke`: a `dvc exp run
+    --temp` of one-seed params (every `replicates` list [0], smaller inputs) whose commit holds
+    its own r0 files, nothing solved (pass@1 0), beside main's r1 and r2, as DVC leaves them."""
+    repo = tmp_path / "smoke"
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    shutil.copytree(FIXTURE, repo / "reports/details/eval")
+    write_lock(repo)
+    write_params(repo)
+    commit(repo, "main")
+    git(repo, "checkout", "-q", "--detach")
+    write_params(repo, seeds=(0,))
+    write_lock(repo, changed=("problems", "teacher", "pairs"))  # smoke-sized inputs
+    for f in (repo / "reports/details/eval").glob("*/r0.json"):
+        d = json.loads(f.read_text())
+        if "test" in d:  # (an untrained policy's details have none)
+            d["test"]["pass@1"] = 0.0
+            f.write_text(json.dumps(d))
+    commit(repo, "dvc exp run --temp")
+    git(repo, "update-ref", "refs/exps/ab/cdef" + "0" * 34 + "/smoke", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def test_an_experiment_is_compared_on_its_own_replicates_not_files_left_beside_it(smoke, capsys):
+    report = diff("main", "smoke", show_all=True)
+    sft = by_row(report)[("sft", "pass@1")]
+    assert (sft["n_a"], sft["n_b"], sft["mean_b"]) == (3, 1, 0.0)  # not r1 and r2 of main
+    assert sft["mean_a"] == pytest.approx(np.mean(list(fixture_values("sft").values())))
+    assert all(r["n_b"] == 1 for r in report["rows"])  # every policy: the smoke's one draw
+    assert report["replicates"]["a"]["sft"] == ["r0", "r1", "r2"]
+    assert report["replicates"]["b"]["sft"] == ["r0"]
+    (note,) = report["notes"]
+    assert note.startswith("note: smoke holds") and "sft r1,r2" in note and "rloo r1,r2" in note
+    assert "base" not in note and "not read" in note
+    assert [w for w in report["warnings"] if "different draw of the inputs" not in w] == []
+    assert main(["main", "smoke"]) == 0
+    assert "left over from another run" in " ".join(capsys.readouterr().out.split())
+    git(smoke, "checkout", "-q", "refs/exps/ab/cdef" + "0" * 34 + "/smoke")  # as the workspace
+    assert diff("main")["replicates"]["b"] == report["replicates"]["b"]
+
+
+def test_a_file_the_params_make_that_is_not_there_is_named(smoke):
+    (smoke / "reports/details/eval/sft/r2.json").unlink()
+    report = diff("main", show_all=True)
+    (warning,) = [w for w in report["warnings"] if "lacks" in w]
+    assert "workspace lacks 1 evaluation file" in warning and "(sft r2)" in warning
+    assert "evaluate_sft" in warning and "dvc repro" in warning
+    assert by_row(report)[("sft", "pass@1")]["n_b"] == 2
+
+
+def test_a_file_unlike_its_dvc_lock_record_is_left_out(smoke):
+    """dvc.lock records each evaluation file's md5: a file that differs is not that run's."""
+    path = "reports/details/eval/rloo/r1.json"
+    lock = yaml.safe_load(lock_text())
+    lock["stages"]["evaluate_rloo@rloo-1"] = {"cmd": "x", "outs": [
+        {"path": path, "md5": hashlib.md5((smoke / path).read_bytes()).hexdigest()}]}
+    (smoke / "dvc.lock").write_text(yaml.safe_dump(lock))
+    assert not diff("main", show_all=True)["warnings"]  # as recorded: read
+    shift(smoke, SHIFT)  # edited after the run
+    report = diff("main", show_all=True)
+    (warning,) = [w for w in report["warnings"] if w.startswith("WARNING")]
+    assert path in warning and "dvc.lock" in warning and "dvc status" in warning
+    up = by_row(report)[("rloo", "pass@1")]
+    assert up["n_b"] == 2 and report["replicates"]["b"]["rloo"] == ["r0", "r2"]
+
+
+def test_without_params_every_file_is_read_and_the_output_says_so(tiny):
+    report = diff("main", "my-exp")
+    assert len(report["warnings"]) == 2  # one per side
+    assert all("no params.yaml with `replicates.seeds`" in w for w in report["warnings"])
+    assert by_row(report)[("rloo", "pass@1")]["n_b"] == 3

@@ -17,6 +17,12 @@ difference, its t interval, the raw and the adjusted p and a verdict. A side is
 - the workspace (`workspace`, or B left out): the files on disk, reports and dvc.lock alike;
 - a `dvc exp` name: the commit DVC keeps under refs/exps/<baseline>/<name> (a git revision of
   that name wins).
+Each side counts only what its own run made: the replicates its params.yaml defines for each
+policy's chain (`replicates.<chain>`, the first seed for a first-replicate policy, `shared`
+for evaluate.shared), each file as its dvc.lock records it. Other files in the folder (e.g.
+the baseline's r1..r5 that `dvc exp run --temp` of one-seed params commits beside its own
+r0) are left out and listed in a note; a file the params make that is absent, or that differs
+from its dvc.lock record, is named in a warning.
 The replicate is the unit, so the interval holds between-draw variance. Which test depends on
 the shared inputs (the cached data/ outputs in dvc.lock of the stages every policy reads; not
 their reports/ and dvclive/ outputs, summaries that change with what a stage reports):
@@ -27,25 +33,31 @@ their reports/ and dvclive/ outputs, summaries that change with what a stage rep
   Welch over each side's replicates, and no row is called a difference, because the change
   is mixed with a different draw of the inputs.
 A policy with one draw on a side gets its difference and no interval. The rows that get a
-verdict from a test are one family: by default Holm's correction holds its family-wise error
-at alpha, and the verdict uses the adjusted p (`--adjust none`: each row at alpha alone).
+verdict from a test, over every policy, are one family: by default Holm's correction holds its
+family-wise error at alpha, and the verdict uses the adjusted p (`--adjust none`: each row at
+alpha alone). `--policy` only picks the rows shown: the family, and so every adjusted p, stays
+the same, and the header says how many of its rows are shown.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import subprocess
 import sys
 import textwrap
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 from scipy.stats import ttest_1samp, ttest_ind
+
+from ..core.config import CHAINS, seeds_key
+from .chains import chain_of, evaluation_stage, sampled
 
 EVAL = "reports/details/eval"
 # the stages whose outputs every trained policy reads; equal hashes = the same draw of inputs
@@ -65,10 +77,11 @@ class DiffError(Exception):
     """A problem the user can fix: printed as one line (no traceback), exit code 2."""
 
 
-def _git(top: str, *args: str) -> str | None:
-    """git's stdout run at the top level (paths in revisions are relative to it), None if it
-    fails."""
-    proc = subprocess.run(["git", *args], cwd=top, capture_output=True, text=True, check=False)
+def _git(top: str, *args: str, raw: bool = False):
+    """git's stdout (bytes if raw) run at the top level (paths in revisions are relative to
+    it), None if it fails."""
+    proc = subprocess.run(["git", *args], cwd=top, capture_output=True, text=not raw,
+                          check=False)
     return proc.stdout if proc.returncode == 0 else None
 
 
@@ -89,10 +102,15 @@ class Side:
     commit: str | None = None
 
     def read(self, path: str) -> str | None:
+        data = self.read_bytes(path)
+        return None if data is None else data.decode()
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """The file's bytes as committed (dvc.lock's md5 is of these), None if absent."""
         if self.commit is not None:
-            return _git(self.top, "show", f"{self.commit}:{path}")
+            return _git(self.top, "show", f"{self.commit}:{path}", raw=True)
         file = Path(self.top, path)
-        return file.read_text() if file.is_file() else None
+        return file.read_bytes() if file.is_file() else None
 
     def listing(self, folder: str) -> list[str]:
         """The .json files under folder, relative to the top level."""
@@ -144,8 +162,65 @@ def headline(detail: dict) -> dict[str, float]:
     return out
 
 
-def draws(side: Side) -> dict[str, dict[str, dict[str, float]]]:
-    """policy -> draw (r<seed>, shared, or one for the oldest layout) -> metric -> value."""
+def made(params: dict | None) -> dict[str, list[str]] | None:
+    """policy -> the tags (r<seed>, or `shared`) of the evaluation files a run with these
+    params makes: each replicated policy on its chain's seeds (`replicates.<chain>`; the first
+    one only for a first-replicate policy; chains.sampled, or for params from before that, the
+    evaluate lists), each of `evaluate.shared` once. None without a `replicates.seeds` list
+    (params from before replicates, or unreadable)."""
+    reps = params.get("replicates") if isinstance(params, dict) else None
+    if not isinstance(reps, dict) or not isinstance(reps.get("seeds"), list):
+        return None
+    evaluate = params.get("evaluate") or {}
+    try:  # a chain without its own list trains on SFT's seeds (the oldest per-chain layout)
+        seeds = {c: [int(s) for s in reps.get(seeds_key(c), reps["seeds"])] for c in CHAINS}
+        # today the training stages say what is sampled; before, the evaluate lists did
+        listed = {p: True for p in [*(evaluate.get("policies") or []),
+                                    *(evaluate.get("controls") or [])]}
+        listed |= {p: False for p in evaluate.get("first_replicate_only") or []
+                   if p not in listed}
+        every = {**listed, **sampled(params)}
+    except (TypeError, ValueError, AttributeError):
+        return None
+    out = {p: [f"r{s}" for s in (seeds[chain] if all_seeds else seeds[chain][:1])]
+           for p, all_seeds in every.items() if (chain := chain_of(p)) is not None}
+    return out | {p: ["shared"] for p in evaluate.get("shared") or [] if isinstance(p, str)}
+
+
+def lock_md5s(lock_text: str | None) -> dict[str, str]:
+    """path -> md5 of every stage output dvc.lock records ({} without a readable lock)."""
+    try:
+        stages = yaml.load(lock_text or "", Loader=getattr(yaml, "CSafeLoader",
+                                                           yaml.SafeLoader))["stages"]
+        return {o["path"]: o["md5"] for st in stages.values() for o in st.get("outs", [])
+                if "md5" in o}
+    except (yaml.YAMLError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+@dataclass
+class Run:
+    """What one side's run made, and what was found beside it."""
+
+    draws: dict[str, dict[str, dict[str, float]]]  # policy -> tag -> metric -> value
+    by_params: bool  # the files were chosen by the side's params.yaml (else: every file)
+    left_out: dict[str, list[str]] = field(default_factory=dict)  # policy -> tags its params
+    # do not make (left over from another run)
+    missing: dict[str, list[str]] = field(default_factory=dict)  # policy -> tags its params
+    # make that are not there
+    stale: list[str] = field(default_factory=list)  # files unlike dvc.lock's record of them
+
+
+def _tag_of(path: str) -> tuple[str, str]:
+    policy, _, tag = path[len(EVAL) + 1:].removesuffix(".json").partition("/")
+    return policy, tag or "one"
+
+
+def read_run(side: Side) -> Run:
+    """The evaluation results of the run a side holds: only the files its params.yaml makes
+    (made()), each as dvc.lock records it; what else lies in reports/details/eval/ (another
+    run's replicates, e.g. an experiment of fewer seeds committed beside its baseline's files)
+    is left out and counted."""
     paths = side.listing(EVAL)
     if not paths and side.commit is None:
         raise DiffError(f"the workspace has no evaluation results (no {EVAL}/*.json): run "
@@ -154,19 +229,88 @@ def draws(side: Side) -> dict[str, dict[str, dict[str, float]]]:
         raise DiffError(f"{side.label} has no evaluation results ({EVAL}/ is not in it): compare "
                         "a revision whose reports are committed, or `dvc repro` and commit "
                         "reports/ there")
-    out: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    try:
+        params = yaml.safe_load(side.read("params.yaml") or "")
+    except yaml.YAMLError:
+        params = None
+    expected = made(params)
+    recorded = lock_md5s(side.read("dvc.lock"))
+    run = Run(defaultdict(dict), expected is not None, defaultdict(list))
+    found = set()
     for path in paths:
-        policy, _, tag = path[len(EVAL) + 1:].removesuffix(".json").partition("/")
+        policy, tag = _tag_of(path)
+        if expected is not None and tag not in expected.get(policy, ()):
+            run.left_out[policy].append(tag)
+            continue
+        data = side.read_bytes(path) or b""
+        found.add((policy, tag))
+        if path in recorded and hashlib.md5(data).hexdigest() != recorded[path]:
+            run.stale.append(path)
+            continue
         try:
-            detail = json.loads(side.read(path) or "")
+            detail = json.loads(data)
             if "test" not in detail:  # an untrained policy's details have no samples
                 continue
-            out[policy][tag or "one"] = headline(detail)
+            run.draws[policy][tag] = headline(detail)
         except (ValueError, KeyError, TypeError, IndexError) as e:
             raise DiffError(f"{side.where(path)} is corrupt ({type(e).__name__}: {e}): re-run "
                             "its eval stage (`dvc repro`) and commit the file, or compare "
                             "another revision") from None
-    return dict(out)
+    run.missing = {p: lost for p, tags in (expected or {}).items()
+                   if (lost := [t for t in tags if (p, t) not in found])}
+    run.draws, run.left_out = dict(run.draws), dict(run.left_out)
+    return run
+
+
+def _natural(tags) -> list[str]:
+    """r2 before r10."""
+    return sorted(tags, key=lambda t: (not t[1:].isdigit(), int(t[1:]) if t[1:].isdigit() else 0,
+                                       t))
+
+
+def _span(tags: list[str]) -> str:
+    """[r1, r2, r3, r5, shared] -> `r1-r3,r5,shared`: runs of consecutive seeds as ranges."""
+    parts: list[list[str]] = []
+    for t in _natural(tags):
+        last = parts[-1][-1] if parts else ""
+        if t[1:].isdigit() and last[1:].isdigit() and int(t[1:]) == int(last[1:]) + 1:
+            parts[-1].append(t)
+        else:
+            parts.append([t])
+    return ",".join(",".join(p) if len(p) < 3 else f"{p[0]}-{p[-1]}" for p in parts)
+
+
+def _tags(by_policy: dict[str, list[str]]) -> str:
+    """{sft: [r1, r2, r3], base: [shared]} -> `base shared; sft r1-r3`."""
+    return "; ".join(f"{p} {_span(tags)}" for p, tags in sorted(by_policy.items()))
+
+
+def run_notes(side: Side, run: Run) -> tuple[list[str], list[str]]:
+    """(warnings, notes) on what a side's run made and what was left out of it."""
+    warnings, notes = [], []
+    if not run.by_params:
+        warnings.append(f"WARNING: {side.label} has no params.yaml with `replicates.seeds`, so "
+                        f"every file in its {EVAL}/ is read, including any left over from "
+                        "another run.")
+    if run.missing:
+        n = sum(map(len, run.missing.values()))
+        stages = ", ".join(sorted({evaluation_stage(p) for p in run.missing}))
+        warnings.append(f"WARNING: {side.label} lacks {n} evaluation file{'s' * (n != 1)} its "
+                        f"params.yaml makes ({_tags(run.missing)}): its run is incomplete and "
+                        f"those replicates are left out; `dvc repro` there ({stages}) makes "
+                        "them.")
+    if run.stale:
+        stale = ", ".join(run.stale[:4]) + (f" and {len(run.stale) - 4} more"
+                                            if len(run.stale) > 4 else "")
+        warnings.append(f"WARNING: {side.label}: {stale} differ from what its "
+                        "dvc.lock records for them (edited, or another run's), so they are left "
+                        "out; `dvc status` there names the stages to re-run.")
+    if run.left_out:
+        n = sum(map(len, run.left_out.values()))
+        notes.append(f"note: {side.label} holds {n} evaluation file{'s' * (n != 1)} its "
+                     f"params.yaml does not make ({_tags(run.left_out)}): left over from another "
+                     "run, they are not read.")
+    return warnings, notes
 
 
 def data_outs(lock_text: str | None) -> dict[str, list] | None:
@@ -268,18 +412,25 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
         raise DiffError(f"--adjust must be one of {', '.join(ADJUST)}; got {adjust!r}")
     top = toplevel(cwd)
     side_a, side_b = resolve(top, rev_a), resolve(top, rev_b)
-    old, new = draws(side_a), draws(side_b)
+    run_a, run_b = read_run(side_a), read_run(side_b)
+    old, new = run_a.draws, run_b.draws
     known = sorted(set(old) & set(new))
     unknown = sorted(set(policies or []) - set(known))
     if unknown:
         raise DiffError(f"unknown policy {', '.join(unknown)}; the policies with results in "
                         f"both {rev_a} and {rev_b} are: {', '.join(known) or '(none)'}")
     paired, reason, warnings = choose_test(side_a, side_b)
-    rows, hidden = [], 0
-    for policy in [p for p in known if not policies or p in policies]:
+    notes = []
+    for side, run in ((side_a, run_a), (side_b, run_b)):
+        w, n = run_notes(side, run)
+        warnings, notes = warnings + w, notes + n
+    rows, hidden = [], {}
+    # every policy's rows, whatever --policy shows: they are the family Holm corrects over,
+    # so narrowing the display cannot change an adjusted p
+    for policy in known:
         a, b = old[policy], new[policy]
         common = sorted(a.keys() & b.keys())
-        if paired and set(a) != set(b):
+        if paired and set(a) != set(b) and (not policies or policy in policies):
             warnings.append(f"{policy}: draws on one side only "
                             f"({', '.join(sorted(a.keys() ^ b.keys()))}) are left out of the "
                             "pairing")
@@ -288,7 +439,7 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
             va = {t: v[metric] for t, v in a.items() if metric in v}
             vb = {t: v[metric] for t, v in b.items() if metric in v}
             if va == vb and not show_all:
-                hidden += 1
+                hidden[policy] = hidden.get(policy, 0) + 1
                 continue
             tags = [t for t in common if t in va and t in vb]
             if paired and tags:
@@ -305,11 +456,18 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
                          "mean_b": float(np.mean(xb)), **stats, "n_a": len(xa),
                          "n_b": len(xb), "paired": bool(paired and tags)})
     family = adjust_family(rows, alpha, adjust)
+    shown = [r for r in rows if not policies or r["policy"] in policies]
     test = ("paired t-test on per-replicate differences" if paired
             else "Welch t-test over replicates")
     return {"rev_a": rev_a, "rev_b": rev_b, "alpha": alpha, "test": test, "reason": reason,
-            "adjust": adjust, "family": family, "warnings": warnings, "rows": rows,
-            "hidden_unchanged": hidden}
+            "adjust": adjust, "family": family,
+            "family_shown": sum(r["p_adj"] is not None for r in shown),
+            "policies": sorted(policies) if policies else None, "warnings": warnings,
+            "notes": notes, "rows": shown,
+            "hidden_unchanged": sum(n for p, n in hidden.items()
+                                    if not policies or p in policies),
+            "replicates": {"a": {p: _natural(v) for p, v in old.items()},
+                           "b": {p: _natural(v) for p, v in new.items()}}}
 
 
 def multiplicity(report: dict) -> str:
@@ -322,8 +480,10 @@ def multiplicity(report: dict) -> str:
         return (f"multiplicity: no correction (--adjust none): each of the {rows} at alpha "
                 f"{alpha:g} alone (with no true change, about {alpha * n:.2g} of them would "
                 "read `differs`); adj. p = p")
+    among = (f", every policy's: --policy shows {report['family_shown']} of them"
+             if report.get("policies") else "")
     return (f"multiplicity: Holm's correction over the family of {rows} (family-wise error "
-            f"{alpha:g}); the verdict uses adj. p")
+            f"{alpha:g}){among}; the verdict uses adj. p")
 
 
 def _cells(r: dict) -> list[str]:
@@ -374,13 +534,14 @@ def render(report: dict, fmt: str = "text") -> str:
     table = [head] + [_cells(r) for r in report["rows"]]
     if fmt == "md":
         lines = [_md(header[0]), "", _md(header[1])]  # a blank line: two paragraphs
-        lines += [f"\n> **{_md(w)}**" for w in report["warnings"]] + [""]
+        lines += [f"\n> **{_md(w)}**" for w in report["warnings"]]
+        lines += [f"\n> {_md(n)}" for n in report["notes"]] + [""]
         from .compare import md_table  # pandas and the stats: only when a table is printed
 
         md = [[_md(c) for c in row] for row in table]
         lines += md_table(md[0], md[1:], tight_rule=True)
     else:
-        lines = [ln for h in header + report["warnings"]
+        lines = [ln for h in header + report["warnings"] + report["notes"]
                  for ln in textwrap.wrap(h, WIDTH, subsequent_indent="  ",
                                          break_on_hyphens=False)]
         lines += [""] + _text_table(table)
@@ -397,14 +558,17 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "or `workspace`")
     ap.add_argument("rev_b", nargs="?", default=WORKSPACE,
                     help="the side compared with it, the same kinds (default: the workspace)")
-    ap.add_argument("--policy", action="append", help="only this policy (repeatable)")
+    ap.add_argument("--policy", action="append",
+                    help="show only this policy's rows (repeatable); Holm's family stays every "
+                    "policy's tested rows")
     ap.add_argument("--all", action="store_true",
                     help="also show rows whose values are the same on both sides")
     ap.add_argument("--alpha", type=float, default=0.05,
                     help="1 - interval coverage, and the tests' (family-wise) level; in (0, 1)")
     ap.add_argument("--adjust", choices=ADJUST, default="holm",
                     help="multiplicity correction over the tested rows (default: holm)")
-    ap.add_argument("--format", choices=("text", "md", "json"), default="text")
+    ap.add_argument("--format", choices=("text", "md", "json"), default="text",
+                    help="text (a table for a terminal, the default), md or json")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 
     countdown-rlvr diff A [B] [--policy NAME ...] [--all] [--alpha 0.05] [--adjust holm|none]
                         [--format text|md|json]      # B: the workspace when left out
-    countdown-rlvr dag [--write]                      # the stage map of docs/dag.md
+    countdown-rlvr dag [--mermaid] [--write]          # the stage map (docs/dag.md)
 """
 
 from __future__ import annotations
@@ -12,20 +12,49 @@ import argparse
 from countdown_rlvr.analysis import branch_diff
 from countdown_rlvr.cli import stage_map
 
+DESCRIPTION = """\
+Commands for a run of the countdown-rlvr pipeline (`dvc repro` runs the pipeline itself):
+compare two revisions' results with intervals that know the training noise, and map the
+stage graph."""
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="countdown-rlvr")
+# one example per command, shown under `countdown-rlvr --help` and under the command's own
+EXAMPLES = {
+    "diff": ("countdown-rlvr diff main my-exp",
+             ("main against the `dvc exp` my-exp: both means, the difference, its interval\n"
+              "      and a verdict for each policy and headline metric")),
+    "dag": ("countdown-rlvr dag",
+            "each stage and arm in run order, and what it waits for"),
+}
+
+
+def _example(command: str) -> str:
+    line, what = EXAMPLES[command]
+    return f"example:\n  {line}\n      {what}"
+
+
+def parser() -> argparse.ArgumentParser:
+    raw = argparse.RawDescriptionHelpFormatter  # keeps the examples' line breaks
+    epilog = "examples:\n" + "\n".join(f"  {line}\n      {what}"
+                                       for line, what in EXAMPLES.values())
+    ap = argparse.ArgumentParser(prog="countdown-rlvr", description=DESCRIPTION, epilog=epilog,
+                                 formatter_class=raw)
     sub = ap.add_subparsers(dest="command", required=True)
     add = sub.add_parser("diff", help="compare two revisions' (or the workspace's) results, "
-                         "knowing the noise",
-                         description=branch_diff.__doc__.split("\n\n")[0])
+                         "knowing the noise", formatter_class=raw,
+                         description=branch_diff.__doc__.split("\n\n")[0],
+                         epilog=_example("diff"))
     branch_diff.add_arguments(add)
     add.set_defaults(run=branch_diff.run)
-    dag = sub.add_parser("dag", help="a map of the stage graph that fits a screen",
-                         description=stage_map.__doc__.split("\n\n")[0])
+    dag = sub.add_parser("dag", help="a map of the stage graph that fits a terminal",
+                         formatter_class=raw, description=stage_map.__doc__.split("\n\n")[0],
+                         epilog=_example("dag"))
     stage_map.add_arguments(dag)
     dag.set_defaults(run=stage_map.run)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     return args.run(args)
 
 
