@@ -4,12 +4,19 @@ unit). Writes reports/details/compare.json and reports/compare.md; the `report` 
 the headline DVC metrics from them (countdown_rlvr.analysis.headline).
 """
 
+import os
 from pathlib import Path
+
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
 from countdown_rlvr.analysis.chains import chain_of
 from countdown_rlvr.analysis.compare import SHARED, compare_replicates, replicates_markdown
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Compare, Evaluate, Replicates, from_section
+from countdown_rlvr.core.analysis_config import Compare
+from countdown_rlvr.core.config import Replicates, from_section
+from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.core.replicates import tag
 from countdown_rlvr.eval.metrics import read_records
 

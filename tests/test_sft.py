@@ -14,8 +14,8 @@ from helpers import RecordingLive, config_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.core.config import SFT
 from countdown_rlvr.core.io import StageError
+from countdown_rlvr.core.train_config import SFT
 from countdown_rlvr.model.policy import build_tiny, load_model, n_parameters
 from countdown_rlvr.train.losses import completion_nll
 from countdown_rlvr.train.runtime import apply_adapter
@@ -100,7 +100,7 @@ def test_train_sft_time_budget_packing_and_logging(tiny_dir):
 
 
 def test_config_errors_name_the_fix():
-    with pytest.raises(StageError, match="unknown keys \\['learning_rate'\\]; valid: .*lr"):
+    with pytest.raises(StageError, match=r"`sft.learning_rate` is not a param .*known in `sft`: .*lr"):
         cfg(learning_rate=1.0)
     with pytest.raises(StageError, match="epochs` or `max_steps.*fix the `sft:` section"):
         cfg(max_steps=None)
