@@ -1,5 +1,6 @@
 """The supervised loop: completion-only loss, determinism, adapters, multi-process launch."""
 
+import dataclasses
 import json
 import os
 import socket
@@ -91,7 +92,8 @@ def test_train_sft_learns_and_is_deterministic(tiny_dir):
 def test_train_sft_time_budget_packing_and_logging(tiny_dir):
     model, tok = load_model(str(tiny_dir))
     live, st = RecordingLive(), {}
-    c = cfg(time_budget_s=0, epochs=3, pack=True, max_len=16)
+    # a budget of 0 (which the rules refuse: built past them) stops after the first step
+    c = dataclasses.replace(cfg(epochs=3, pack=True, max_len=16), time_budget_s=0)
     train_sft(model, tok, [("", c) for _, c in TOY], c, live=live, stats=st)
     assert st["steps"] == 1 and st["stopped_by"] == "time_budget"
     assert st["tokens_processed"] == 4 * 16  # packed: full blocks, no padding
