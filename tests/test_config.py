@@ -264,9 +264,10 @@ def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
 
 
 def test_rule_copies_agree_with_the_code_they_mirror():
-    """config reads no torch / task code, so it keeps copies of these; they must agree."""
+    """The rules read no torch / task code, so they keep copies of these; they must agree."""
     from countdown_rlvr.core import sections as C  # every section's dataclass
-    from countdown_rlvr.core.config import MAX_NUMBERS, rule_of
+    from countdown_rlvr.core.config import rule_of
+    from countdown_rlvr.core.data_config import MAX_NUMBERS
     from countdown_rlvr.data.traces import STRATEGY_HINTS, STYLES
     from countdown_rlvr.model.policy import TINY_PRESETS
     from countdown_rlvr.task.solve import MAX_NUMBERS as SOLVER_MAX
@@ -276,7 +277,7 @@ def test_rule_copies_agree_with_the_code_they_mirror():
     loss_agg, strategy = rule_of(C.RL, "loss_agg"), rule_of(C.OPD, "teacher_strategy")
     assert all(loss_agg(a) is None for a in LOSS_AGGREGATIONS) and loss_agg("x")
     assert all(strategy(h) is None for h in [*STRATEGY_HINTS, None]) and strategy("x")
-    from countdown_rlvr.core.config import FAILURE_TYPES
+    from countdown_rlvr.core.data_config import FAILURE_TYPES
     from countdown_rlvr.data.repair_data import FAILURE_ORDER
 
     assert set(FAILURE_TYPES) == set(FAILURE_ORDER)

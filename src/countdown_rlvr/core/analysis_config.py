@@ -4,9 +4,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from .config import RATE, Flag, Ks, Pos, Seed, Splits, name, name_pairs, number, optional, per_chain
+from .config import CHAINS, RATE, Flag, Ks, Pos, Rule, Seed, Splits, name, number, optional
+
+
+def name_pairs(v: Any) -> str | None:
+    ok = isinstance(v, list) and all(
+        isinstance(p, list) and len(p) == 2 and not any(name(x) for x in p) for p in v)
+    # [a, b] twice (or as [b, a]) is the same test twice: one of them is a typo for another pair
+    ok = ok and len({frozenset(p) for p in v}) == len(v)
+    return None if ok else \
+        "a list of [a, b] pairs of policy names, no pair twice (in either order)"
+
+
+def per_chain(rule: Rule) -> Rule:
+    """A mapping with one value per chain (CHAINS), each passing `rule`."""
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, dict) and set(v) == set(CHAINS) and not any(rule(x) for x in v.values())
+        return None if ok else f"a mapping of every chain ({', '.join(CHAINS)}) to " \
+            f"{rule(object())}"
+    return check
 
 
 @dataclass(frozen=True)

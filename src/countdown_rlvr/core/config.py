@@ -12,10 +12,11 @@ has one rule. A key the class lacks is refused: it is a typo (the message offers
 key), or a param this code does not read.
 
 Where the rules live: so that editing one section's rules re-runs only the stages that read
-that section (dvc.yaml's code deps are the files a stage imports), this module holds the rule
-helpers, the walk and build of a section (`from_section`), and the sections nearly every
-stage reads: `model`, `sampler` and `replicates` (with the claim chains). Each other section's
-dataclass lives in a small module of its own, imported only by the stages that read it:
+that section (dvc.yaml's code deps are the files a stage imports), this module holds the rules
+several sections share, the walk and build of a section (`from_section`), and the sections
+nearly every stage reads: `model`, `sampler` and `replicates` (with the claim chains). Each
+other section's dataclass, with the rules only it uses, lives in a small module of its own,
+imported only by the stages that read it:
 train_config (the training keys every trainer shares, and `sft`), pretrain_config (`base`,
 `teacher`), data_config (`problems`, `traces`, `teacher_traces`, `dedup`, `pairs`),
 ipo_config, rl_config (`rloo`, `opd` and their arms), research_config (`diagnose`, `repair`,
@@ -46,32 +47,29 @@ from typing import Annotated, Any
 
 from .errors import StageError
 
-# operands per problem: task.solve.MAX_NUMBERS, the exhaustive solver's limit (a copy, so
-# that reading params imports no task code; tests/test_config.py checks they agree)
-MAX_NUMBERS = 6
 NAME = re.compile(r"[A-Za-z0-9_-]+")  # policy / source / condition names: they become
 # shell arguments and path parts (`python stages/evaluate.py <name>`, reports/.../<name>.json)
 
 Rule = Callable[[Any], str | None]  # None when the value is allowed, else what is allowed
 
 
-def _num(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _int(v: Any) -> bool:
+def is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
 def integer(lo: int = 0, hi: int | None = None) -> Rule:
     top = "" if hi is None else f" and <= {hi}"
-    return lambda v: None if _int(v) and v >= lo and (hi is None or v <= hi) else \
+    return lambda v: None if is_int(v) and v >= lo and (hi is None or v <= hi) else \
         f"an integer >= {lo}{top}"
 
 
 def number(lo: float = 0.0, strict: bool = False, hi: float | None = None) -> Rule:
     what = f"a number {'>' if strict else '>='} {lo:g}" + ("" if hi is None else f" and <= {hi:g}")
-    return lambda v: None if _num(v) and (v > lo if strict else v >= lo) and \
+    return lambda v: None if is_number(v) and (v > lo if strict else v >= lo) and \
         (hi is None or v <= hi) else what
 
 
@@ -108,37 +106,6 @@ def list_of(rule: Rule, min_len: int = 1, unique: bool = False) -> Rule:
     return check
 
 
-def int_range(lo: int = 0) -> Rule:
-    return lambda v: None if isinstance(v, list) and len(v) == 2 and all(
-        _int(x) and x >= lo for x in v) and v[0] <= v[1] else f"[low, high] integers >= {lo}"
-
-
-def name_pairs(v: Any) -> str | None:
-    ok = isinstance(v, list) and all(
-        isinstance(p, list) and len(p) == 2 and not any(name(x) for x in p) for p in v)
-    # [a, b] twice (or as [b, a]) is the same test twice: one of them is a typo for another pair
-    ok = ok and len({frozenset(p) for p in v}) == len(v)
-    return None if ok else \
-        "a list of [a, b] pairs of policy names, no pair twice (in either order)"
-
-
-# a copy of repair_data.FAILURE_ORDER (tests/test_config.py checks they agree)
-FAILURE_TYPES = ("WRONG_TARGET", "NUMBER_REUSED", "NUMBER_UNKNOWN", "NUMBER_OMITTED",
-                 "PARSE_FAIL", "FORMAT_MISSING", "DIV_BY_ZERO")
-
-
-def failure_mix(v: Any) -> str | None:
-    ok = isinstance(v, dict) and v and set(v) <= set(FAILURE_TYPES) and all(
-        _num(x) and x >= 0 for x in v.values()) and abs(sum(v.values()) - 1) < 1e-6
-    return None if ok else f"a mapping of failure types ({', '.join(FAILURE_TYPES)}) to " \
-        "shares >= 0 that sum to 1"
-
-
-def modules(v: Any) -> str | None:
-    return None if text(v) is None or list_of(text)(v) is None else \
-        "a module name pattern such as all-linear, or a list of module names"
-
-
 # the rules most fields share, and the field types that carry them (`lr: Rate`)
 POS, COUNT, SEED = integer(1), integer(0), integer(0)
 FRACTION, RATE = number(0, hi=1), number(0, strict=True)
@@ -166,21 +133,6 @@ Splits = Annotated[list[str], list_of(choice("test", "ood"), unique=True)]
 Reward = Annotated[str, choice("binary", "format", "shaped")]
 Styles = Annotated[list[str], list_of(choice("direct", "search"))]
 Preset = Annotated[str, choice("student", "teacher")]
-Operands = Annotated[list[int], list_of(integer(2, MAX_NUMBERS))]
-
-
-def per_chain(rule: Rule) -> Rule:
-    """A mapping with one value per chain (CHAINS), each passing `rule`."""
-    def check(v: Any) -> str | None:
-        ok = isinstance(v, dict) and set(v) == set(CHAINS) and not any(rule(x) for x in v.values())
-        return None if ok else f"a mapping of every chain ({', '.join(CHAINS)}) to " \
-            f"{rule(object())}"
-    return check
-
-
-def per_source_cap(v: Any) -> str | None:
-    return None if v is None or v == "min" or POS(v) is None else \
-        "a positive integer, min (the smallest source's count) or null"
 
 
 @dataclass(frozen=True)

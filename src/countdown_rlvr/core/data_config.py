@@ -5,26 +5,56 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from .config import (
+    POS,
     Count,
     Flag,
     HeldOut,
     MaybePos,
-    Operands,
     Pos,
     PosShare,
+    Rule,
     Sampler,
     Seed,
     Share,
     Styles,
     choice,
-    failure_mix,
-    int_range,
+    integer,
+    is_int,
+    is_number,
     list_of,
-    per_source_cap,
 )
+
+# operands per problem: task.solve.MAX_NUMBERS, the exhaustive solver's limit (a copy, so
+# that reading params imports no task code; tests/test_config.py checks they agree)
+MAX_NUMBERS = 6
+
+
+def int_range(lo: int = 0) -> Rule:
+    return lambda v: None if isinstance(v, list) and len(v) == 2 and all(
+        is_int(x) and x >= lo for x in v) and v[0] <= v[1] else f"[low, high] integers >= {lo}"
+
+
+# a copy of repair_data.FAILURE_ORDER (tests/test_config.py checks they agree)
+FAILURE_TYPES = ("WRONG_TARGET", "NUMBER_REUSED", "NUMBER_UNKNOWN", "NUMBER_OMITTED",
+                 "PARSE_FAIL", "FORMAT_MISSING", "DIV_BY_ZERO")
+
+
+def failure_mix(v: Any) -> str | None:
+    ok = isinstance(v, dict) and v and set(v) <= set(FAILURE_TYPES) and all(
+        is_number(x) and x >= 0 for x in v.values()) and abs(sum(v.values()) - 1) < 1e-6
+    return None if ok else f"a mapping of failure types ({', '.join(FAILURE_TYPES)}) to " \
+        "shares >= 0 that sum to 1"
+
+
+def per_source_cap(v: Any) -> str | None:
+    return None if v is None or v == "min" or POS(v) is None else \
+        "a positive integer, min (the smallest source's count) or null"
+
+
+Operands = Annotated[list[int], list_of(integer(2, MAX_NUMBERS))]  # operand counts
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ The rules of params.yaml's sections: see core.config.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from .config import (
     Flag,
@@ -18,9 +18,15 @@ from .config import (
     Share,
     Weight,
     choice,
-    modules,
+    list_of,
     number,
+    text,
 )
+
+
+def modules(v: Any) -> str | None:
+    return None if text(v) is None or list_of(text)(v) is None else \
+        "a module name pattern such as all-linear, or a list of module names"
 
 
 @dataclass(frozen=True)
