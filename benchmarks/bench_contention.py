@@ -10,8 +10,9 @@ by side in one run:
 
 The likely failure it measures: torch's OpenMP threads spin-wait at every parallel region
 for the slowest thread, and with a competing process one of them is often descheduled, so
-every region waits a scheduler time slice. The stages import countdown_rlvr before torch,
-which picks sleeping waits when the cores are shared as a stage starts (third row);
+every region waits a scheduler time slice. Every stage sets its environment before torch
+loads (countdown_rlvr.core.stage_env), picking sleeping waits when the cores are shared as it
+starts (third row);
 `model.threads` (params.yaml) is the other knob.
 """
 
@@ -27,7 +28,8 @@ import time
 WORKLOAD = r"""
 import json, os, sys, tempfile, time
 if os.environ.pop("BENCH_PACKAGE_FIRST", None):
-    import countdown_rlvr  # noqa: F401  (its start-up check, before torch loads OpenMP)
+    from countdown_rlvr.core.stage_env import stage_env  # as a stage starts, before torch
+    os.environ.update(stage_env())
 import torch
 from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.model.sampling import generate
@@ -58,7 +60,7 @@ print(json.dumps(out))
 SETTINGS = {  # name -> (torch threads (0 = torch's default: one per core), extra env)
     "2 threads, torch alone (spin-waits)": (0, {}),
     "2 threads, OMP_WAIT_POLICY=PASSIVE": (0, {"OMP_WAIT_POLICY": "PASSIVE"}),
-    "2 threads, as the stages run (countdown_rlvr first)": (0, {"BENCH_PACKAGE_FIRST": "1"}),
+    "2 threads, as the stages run (stage_env first)": (0, {"BENCH_PACKAGE_FIRST": "1"}),
     "1 thread (model.threads: 1)": (1, {}),
 }
 

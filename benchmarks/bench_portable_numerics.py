@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # own pre-training code on params.yaml's `base` section, cut to `steps` steps.
 CHILD = r"""
 import dataclasses, json, sys, time, yaml
-from countdown_rlvr.core.config import Base, Model, from_section
+from countdown_rlvr.core.config import Model, from_section
+from countdown_rlvr.core.pretrain_config import Base
 from countdown_rlvr.model.policy import new_tiny, pretraining_corpus
 from countdown_rlvr.train.sft import train_sft
 import torch

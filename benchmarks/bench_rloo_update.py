@@ -20,8 +20,9 @@ import time
 
 import torch
 
-from countdown_rlvr.core.config import RL, from_section
+from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.io import load_params
+from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.model.sampling import generate
 from countdown_rlvr.task.prompts import solve_prompt

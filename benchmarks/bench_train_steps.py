@@ -48,8 +48,10 @@ def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
 
     import torch
 
-    from countdown_rlvr.core.config import RL, SFT, from_section
+    from countdown_rlvr.core.config import from_section
     from countdown_rlvr.core.io import load_params, read_jsonl
+    from countdown_rlvr.core.rl_config import RL
+    from countdown_rlvr.core.train_config import SFT
     from countdown_rlvr.model.policy import configure, load_model
     from countdown_rlvr.train import runtime
     from countdown_rlvr.train.losses import completion_nll

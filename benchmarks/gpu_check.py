@@ -651,7 +651,9 @@ def check_training(size: Size, device: str, dtype, qwen: dict) -> list[Row]:
 
     import torch
 
-    from countdown_rlvr.core.config import RL, SFT, from_section
+    from countdown_rlvr.core.config import from_section
+    from countdown_rlvr.core.rl_config import RL
+    from countdown_rlvr.core.train_config import SFT
     from countdown_rlvr.data.traces import search_trace
     from countdown_rlvr.model.policy import build_tokenizer, configure
     from countdown_rlvr.task import solve_prompt

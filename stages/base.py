@@ -8,9 +8,15 @@ dir) is passed through: data/models/base/REF.json names it and `model.resolve_ba
 Also runs under `accelerate launch --multi_gpu --num_processes N stages/base.py`.
 """
 
+import os
 from pathlib import Path
 
-from countdown_rlvr.core.config import Base, Model, from_section
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
+from countdown_rlvr.core.config import Model, from_section
+from countdown_rlvr.core.pretrain_config import Base
 from countdown_rlvr.model.policy import load_stage, new_tiny, pretraining_corpus
 from countdown_rlvr.train.runtime import pass_through
 from countdown_rlvr.train.sft import fit_sft

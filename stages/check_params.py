@@ -10,6 +10,12 @@ Its output is written only when every param is valid and never changes (DVC keep
 `persist: true`), so passing the check re-runs nothing downstream.
 """
 
+import os
+
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.cli.stage_params import check_all
 from countdown_rlvr.core import io
 

@@ -6,7 +6,12 @@ computed from: per split, each policy's, replicate's and problem's correct sampl
 reports/details/per_problem/<split>.csv (docs/statistics.md, "Per-problem records").
 """
 
+import os
 from pathlib import Path
+
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
 from countdown_rlvr.analysis.chains import chain_of
 from countdown_rlvr.analysis.compare import (
@@ -16,7 +21,9 @@ from countdown_rlvr.analysis.compare import (
     replicates_markdown,
 )
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Compare, Evaluate, Replicates, from_section
+from countdown_rlvr.core.analysis_config import Compare
+from countdown_rlvr.core.config import Replicates, from_section
+from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.core.replicates import tag
 from countdown_rlvr.eval.metrics import read_records
 

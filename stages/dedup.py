@@ -5,10 +5,16 @@ Source `repair` (repair-format examples from `traces`) shares its completions wi
 solver traces of the same problems, under another prompt: traces are compared only within
 one (problem, prompt), so a repair example is never a duplicate of its plain solve."""
 
+import os
 from collections import Counter
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Dedup, from_section
+from countdown_rlvr.core.config import from_section
+from countdown_rlvr.core.data_config import Dedup
 from countdown_rlvr.data.dedup import dedup_records, train_val_split
 
 OUT = "data/sft"

@@ -11,12 +11,19 @@ samples its attempts on train problems, so self-distillation never trains on a t
 Writes reports/{details,timings}/diagnose/r<seed>.json.
 """
 
+import os
 import sys
 import time
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Diagnose, Evaluate, from_section
+from countdown_rlvr.core.config import from_section
+from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.core.replicates import parse_replicate, run_name, tag
+from countdown_rlvr.core.research_config import Diagnose
 from countdown_rlvr.eval.metrics import read_records
 from countdown_rlvr.research.diagnose import diagnosis
 

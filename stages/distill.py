@@ -26,15 +26,23 @@ problems without the feedback, on train problems, never on the test split.
 """
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Distill, Evaluate, eval_sampler, from_section, prompt_style
+from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
+from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.core.replicates import model_dir, run_name, tag
+from countdown_rlvr.core.research_config import Distill
 from countdown_rlvr.eval.scoring import SKILL_SEED, skill
 from countdown_rlvr.model.policy import load_replicate_stage, policy_ref
+from countdown_rlvr.model.untrained import untrained
 from countdown_rlvr.research.repair import (
     CONDITIONS,
     distill_examples,
@@ -43,7 +51,6 @@ from countdown_rlvr.research.repair import (
 )
 from countdown_rlvr.train.runtime import init_policy, is_main_process
 from countdown_rlvr.train.sft import fit_sft
-from countdown_rlvr.train.untrained import untrained
 
 
 def main(argv: list[str]) -> None:

@@ -14,12 +14,18 @@ reports/details/eval/<policy>/shared.json. The evaluation sampler's seeds are th
 every replicate. `compare` pools the replicates into each policy's headline metrics.
 """
 
+import os
 import sys
 import time
 from pathlib import Path
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import CHAINS, NAME, Evaluate, eval_sampler, prompt_style
+from countdown_rlvr.core.config import CHAINS, NAME, eval_sampler, prompt_style
+from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.core.replicates import model_dir, parse_replicate, tag
 from countdown_rlvr.eval.metrics import records_frame, summarize, write_records
 from countdown_rlvr.eval.scoring import evaluate_policy, extra_metrics, not_trained

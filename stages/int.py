@@ -26,18 +26,19 @@ data/int/r<seed>/interventions.jsonl, reports/{details,timings}/int/r<seed>.json
 dvclive/int/r<seed>/{sft,solver_sft,rloo,plain_rl}.
 """
 
+import os
 import sys
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import (
-    RL,
-    Interventions,
-    Traces,
-    eval_sampler,
-    from_section,
-    prompt_style,
-)
+from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
+from countdown_rlvr.core.data_config import Traces
+from countdown_rlvr.core.int_config import Interventions
 from countdown_rlvr.core.replicates import for_replicate, model_dir, run_name, tag
+from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.core.timing import timed
 from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.research import INT_POLICY_DIRS

@@ -16,17 +16,18 @@ evaluation sampler and one fixed seed; their pass@1 goes into the details as `sk
 asks the question the seed's claim rests on, on train problems, never on the test split.
 """
 
+import os
 import sys
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import (
-    IPO,
-    Evaluate,
-    Pairs,
-    eval_sampler,
-    from_section,
-    prompt_style,
-)
+from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
+from countdown_rlvr.core.data_config import Pairs
+from countdown_rlvr.core.evaluate_config import Evaluate
+from countdown_rlvr.core.ipo_config import IPO
 from countdown_rlvr.core.replicates import model_dir, run_name
 from countdown_rlvr.data.pairs import SOURCES
 from countdown_rlvr.eval.scoring import SKILL_SEED, skill

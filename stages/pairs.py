@@ -5,13 +5,19 @@ Chosen and rejected of each pair share a style (countdown_rlvr.data.pairs), and 
 to `pairs.max_per_source` pairs (a seeded choice), so the IPO runs compare sources, not sizes.
 reports/details/pairs.json: pairs per source, built and kept."""
 
+import os
 import random
 from collections import Counter
+
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
 import pandas as pd
 
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Pairs, prompt_style
+from countdown_rlvr.core.config import prompt_style
+from countdown_rlvr.core.data_config import Pairs
 from countdown_rlvr.data.pairs import (
     SOURCES,
     base_pairs,

@@ -3,10 +3,16 @@ generator, pairwise disjoint. `unseen` is the pool no stage trains on (no traces
 prompts come from it): the interventions stage selects its "unsolved" problems there, so
 transfer is measured on problems the student has never seen in training."""
 
+import os
 from collections import Counter
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Problems, from_section
+from countdown_rlvr.core.config import from_section
+from countdown_rlvr.core.data_config import Problems
 from countdown_rlvr.task import generate_problems, problem_key
 
 OUT = "data/problems"

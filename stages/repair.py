@@ -19,12 +19,18 @@ Prompt layout: see countdown_rlvr.research.repair. Writes data/repair/r<seed>/re
 reports/{details,timings}/repair/r<seed>.json.
 """
 
+import os
 import sys
 import time
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Repair, eval_sampler, prompt_style
+from countdown_rlvr.core.config import eval_sampler, prompt_style
 from countdown_rlvr.core.replicates import model_dir, run_name, tag
+from countdown_rlvr.core.research_config import Repair
 from countdown_rlvr.eval.metrics import write_records
 from countdown_rlvr.eval.scoring import evaluate_policy
 from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref

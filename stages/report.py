@@ -3,8 +3,13 @@
 measurements (reports/details/), dvclive curves (dvclive/) and the analysis plan (plan.yaml)
 only: all in git, so the report re-renders in a clone without the data cache."""
 
+import os
 import time
 from pathlib import Path
+
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
 from countdown_rlvr.analysis import claims, headline
 from countdown_rlvr.analysis.plan import PLAN_FILE, PlanError, load_plan
@@ -15,7 +20,9 @@ from countdown_rlvr.analysis.report import (
     report_policies,
 )
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Evaluate, Replicates, Report, from_section
+from countdown_rlvr.core.analysis_config import Report
+from countdown_rlvr.core.config import Replicates, from_section
+from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 

@@ -16,11 +16,17 @@ writes data/models/<arm>/r<seed>, dvclive/<arm>/r<seed> and reports/*/<arm>/r<se
 Also runs under `accelerate launch --multi_gpu --num_processes N stages/rloo.py <arm> <seed>`.
 """
 
+import os
 import sys
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import RL, prompt_style
+from countdown_rlvr.core.config import prompt_style
 from countdown_rlvr.core.replicates import model_dir, run_name
+from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.model.policy import load_replicate_stage
 from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
 from countdown_rlvr.train.runtime import frozen_copy, init_policy

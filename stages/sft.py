@@ -10,12 +10,17 @@ Also runs under `accelerate launch --multi_gpu --num_processes N stages/sft.py <
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import SFT
 from countdown_rlvr.core.replicates import model_dir, run_name
+from countdown_rlvr.core.train_config import SFT
 from countdown_rlvr.model.policy import load_replicate_stage
 from countdown_rlvr.train.runtime import init_policy, is_main_process
 from countdown_rlvr.train.sft import completion_metrics, fit_sft

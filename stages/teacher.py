@@ -11,11 +11,16 @@ weights. Any other `teacher.base` (a hub id such as Qwen/Qwen2.5-1.5B-Instruct, 
 model dir) is passed through.
 """
 
+import os
 import random
 from pathlib import Path
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Teacher
+from countdown_rlvr.core.pretrain_config import Teacher
 from countdown_rlvr.data.traces import strategy_prompt
 from countdown_rlvr.model.policy import load_model, load_stage, new_tiny
 from countdown_rlvr.train.runtime import pass_through

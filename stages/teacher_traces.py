@@ -5,8 +5,15 @@ All samples (correct or not) are kept in a Parquet file: `pairs` draws the teach
 easy and near-miss negatives from them.
 """
 
+import os
+
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import TeacherTraces, prompt_style
+from countdown_rlvr.core.config import prompt_style
+from countdown_rlvr.core.data_config import TeacherTraces
 from countdown_rlvr.data.traces import strategy_prompt
 from countdown_rlvr.eval.metrics import records_frame, teacher_yield
 from countdown_rlvr.eval.scoring import score_samples

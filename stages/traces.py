@@ -3,11 +3,17 @@ and repair-format examples (countdown_rlvr.data.repair_data) for a share `traces
 them: data/traces/repair.jsonl, a `dedup` source for the student's SFT only (the teacher
 reads solver.jsonl: it is never asked to repair, and its traces should stay plain solves)."""
 
+import os
 import random
 from collections import Counter
 
+from countdown_rlvr.core.stage_env import stage_env
+
+os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
+
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import Traces, from_section, prompt_style
+from countdown_rlvr.core.config import from_section, prompt_style
+from countdown_rlvr.core.data_config import Traces
 from countdown_rlvr.data.repair_data import repair_counts, repair_examples
 from countdown_rlvr.data.traces import solver_traces
 from countdown_rlvr.task import solve_prompt

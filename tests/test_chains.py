@@ -59,9 +59,9 @@ def test_the_compare_stage_reads_each_policy_on_its_chains_seeds():
     compare = runpy.run_path(str(ROOT / "stages/compare.py"))  # its functions, not main
     from helpers import config_of
 
-    from countdown_rlvr.core import config
+    from countdown_rlvr.core.evaluate_config import Evaluate
 
-    ev = config_of(config.Evaluate, "evaluate")
+    ev = config_of(Evaluate, "evaluate")
     rep = Replicates(seeds=[0, 1, 2, 3], ipo=[1, 3], rloo=[2, 3], opd=[0], repair=[0, 1],
                      int=[3])
     runs = compare["runs_of"](ev, rep)

@@ -1,5 +1,6 @@
-"""Bad params stop a stage when it reads them (`io.load_params`), before any compute, with
-one message naming the key, the bad value and what is allowed; names that become shell
+"""Bad params stop the params check (every section at once) and a stage that reads them (as it
+builds its sections), before any compute, with one message naming the key, the bad value and
+what is allowed (and the closest known key for a misspelt one); names that become shell
 arguments and paths are restricted; a killed stage's temporary files are cleared."""
 
 import re
@@ -15,7 +16,13 @@ from hypothesis import strategies as st
 
 from countdown_rlvr.cli.overrides import STOP_FLAG
 from countdown_rlvr.core.config import at, has, leaves, merged
-from countdown_rlvr.core.io import StageError, atomic_path, clear_stale_tmp, load_params
+from countdown_rlvr.core.io import (
+    StageError,
+    atomic_path,
+    clear_stale_tmp,
+    load_params,
+    read_params,
+)
 
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -68,7 +75,9 @@ CASES = [
     ({"problems": {"n_tset": 100}}, "problems.n_tset", "known in `problems`: seed, n_train"),
     # every section refuses a key its class lacks, naming the keys it has
     ({"dedup": {"treshold": 0.9}}, "dedup.treshold", "known in `dedup`: sources, threshold"),
-    ({"int": {"sft": {"epoch": 2}}}, "int.sft.epoch", "check the spelling (known in `int.sft`: "),
+    ({"int": {"sft": {"epoch": 2}}}, "int.sft.epoch",
+     "did you mean `int.sft.epochs`? (known in `int.sft`: "),
+    ({"int": {"sft": {"xyz": 2}}}, "int.sft.xyz", "check the spelling (known in `int.sft`: "),
     ({"problems": {"n_numbers": 3}}, "problems.n_numbers", "a list"),
     ({"problems": {"n_numbers": [3, 7]}}, "problems.n_numbers", "<= 6"),
     ({"problems": {"ood_n_numbers": [5, 9]}}, "problems.ood_n_numbers", "<= 6"),
@@ -108,19 +117,64 @@ CASES = [
 ]
 
 
+def refusals(tmp_path: Path, override: dict) -> dict[str, str]:
+    """{who: its message} for params.yaml with `override` (one section) on top: the params
+    check, which reads every section, and the stage that reads the section, which checks it
+    as it builds it (`model`, `sampler` and `replicates`: as it loads params)."""
+    from countdown_rlvr.cli.stage_params import check_all
+    from countdown_rlvr.core.config import from_section
+    from countdown_rlvr.core.sections import SECTIONS
+
+    [section] = override
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(merged(BASE, override)))
+    out = {}
+    with pytest.raises(StageError) as err:
+        check_all(read_params(path))
+    out["check_params"] = str(err.value.code)
+    with pytest.raises(StageError) as err:
+        from_section(SECTIONS[section], section, load_params(path), section)
+    out["stage"] = str(err.value.code)
+    return out
+
+
 @pytest.mark.parametrize("override,key,allowed", CASES, ids=[c[1] for c in CASES])
 def test_a_bad_value_is_refused_naming_key_value_and_what_is_allowed(tmp_path, override, key,
                                                                      allowed):
-    with pytest.raises(StageError) as err:
-        load_with(tmp_path, override)
-    message = str(err.value.code)
-    assert message.startswith("[params] error:")
-    line = next(ln for ln in message.splitlines() if f"`{key}`" in ln)
-    assert allowed in line
+    [section] = override
+    found = refusals(tmp_path, override)
+    assert found["check_params"].startswith("[check_params] error:")
+    assert found["stage"].startswith("[params] error:" if section in ("model", "sampler",
+                                     "replicates") else f"[{section}] error:")
+    for message in found.values():
+        line = next(ln for ln in message.splitlines() if f"`{key}`" in ln)
+        assert allowed in line
+
+
+def test_a_stage_checks_the_sections_it_reads_and_no_other(tmp_path):
+    """A stage's code depends on the rules of the sections it reads only (so editing RLOO's
+    rules re-runs no evaluation): a bad `rloo` value stops the params check and the stages
+    that build `rloo`, not one that never reads it."""
+    from countdown_rlvr.cli.stage_params import check_all
+    from countdown_rlvr.core.config import from_section
+    from countdown_rlvr.core.data_config import Problems
+    from countdown_rlvr.core.rl_config import RL
+
+    params = load_with(tmp_path, {"rloo": {"lr": -1}})  # loads: `rloo` is not a shared section
+    assert from_section(Problems, "problems", params, "problems").n_test == BASE["problems"]["n_test"]
+    with pytest.raises(StageError, match=r"\[rloo\] error: `rloo.lr` is -1; allowed: a number > 0"):
+        from_section(RL, "rloo", params, "rloo")
+    # an arm over it names the key where it is, in `rloo`
+    with pytest.raises(StageError, match=r"\[rloo_shaped\] error: `rloo.lr` is -1"):
+        from_section(RL, "rloo_shaped", params, "rloo_shaped", inherit="rloo")
+    with pytest.raises(StageError, match="`rloo.lr` is -1"):
+        check_all(params)
+    with pytest.raises(StageError, match=r"\[params\] error: .*`model.threads` is 0"):
+        load_with(tmp_path, {"model": {"threads": 0}})  # every model stage reads it as it starts
 
 
 def test_a_repeat_message_shows_the_list_and_the_rule():
-    from countdown_rlvr.core.config import problems_in
+    from countdown_rlvr.core.sections import problems_in
 
     assert problems_in({"evaluate": {"splits": ["test", "test"]}}) == [(
         "`evaluate.splits` is ['test', 'test']; allowed: a list (at least 1) of one of test, "
@@ -146,7 +200,7 @@ ROTATIONS = {("traces", "styles"): ["direct", "search"],
 @settings(max_examples=60, deadline=None)
 @given(data=st.data())
 def test_a_list_with_a_repeat_is_refused_unless_it_is_a_rotation(data):
-    from countdown_rlvr.core.config import problems_in
+    from countdown_rlvr.core.sections import problems_in
 
     (section, key), pool = data.draw(st.sampled_from(sorted({**UNIQUE_LISTS, **ROTATIONS}.items())))
     distinct = data.draw(st.lists(st.sampled_from(pool), min_size=1, unique=True))
@@ -161,9 +215,11 @@ def test_a_list_with_a_repeat_is_refused_unless_it_is_a_rotation(data):
         assert found[0].endswith(", without repeats")
 
 
-def test_every_problem_is_listed_at_once(tmp_path):
+def test_every_problem_is_listed_at_once():
+    from countdown_rlvr.cli.stage_params import check_all
+
     with pytest.raises(StageError) as err:
-        load_with(tmp_path, {"rloo": {"lr": -1, "steps": 0}, "sampler": {"top_p": 2}})
+        check_all(merged(BASE, {"rloo": {"lr": -1, "steps": 0}, "sampler": {"top_p": 2}}))
     assert all(f"`{k}`" in str(err.value.code) for k in ("rloo.lr", "rloo.steps", "sampler.top_p"))
 
 
@@ -208,9 +264,10 @@ def test_stale_temp_files_of_a_killed_stage_are_cleared(tmp_path, monkeypatch):
 
 
 def test_rule_copies_agree_with_the_code_they_mirror():
-    """config reads no torch / task code, so it keeps copies of these; they must agree."""
-    from countdown_rlvr.core import config as C
-    from countdown_rlvr.core.config import MAX_NUMBERS, rule_of
+    """The rules read no torch / task code, so they keep copies of these; they must agree."""
+    from countdown_rlvr.core import sections as C  # every section's dataclass
+    from countdown_rlvr.core.config import rule_of
+    from countdown_rlvr.core.data_config import MAX_NUMBERS
     from countdown_rlvr.data.traces import STRATEGY_HINTS, STYLES
     from countdown_rlvr.model.policy import TINY_PRESETS
     from countdown_rlvr.task.solve import MAX_NUMBERS as SOLVER_MAX
@@ -220,7 +277,7 @@ def test_rule_copies_agree_with_the_code_they_mirror():
     loss_agg, strategy = rule_of(C.RL, "loss_agg"), rule_of(C.OPD, "teacher_strategy")
     assert all(loss_agg(a) is None for a in LOSS_AGGREGATIONS) and loss_agg("x")
     assert all(strategy(h) is None for h in [*STRATEGY_HINTS, None]) and strategy("x")
-    from countdown_rlvr.core.config import FAILURE_TYPES
+    from countdown_rlvr.core.data_config import FAILURE_TYPES
     from countdown_rlvr.data.repair_data import FAILURE_ORDER
 
     assert set(FAILURE_TYPES) == set(FAILURE_ORDER)
@@ -242,7 +299,8 @@ def test_rule_copies_agree_with_the_code_they_mirror():
 
 
 def test_from_section_names_the_missing_key_and_inherits(tmp_path):
-    from countdown_rlvr.core.config import OPD, RL, from_section
+    from countdown_rlvr.core.config import from_section
+    from countdown_rlvr.core.rl_config import OPD, RL
 
     params = load_params(ROOT / "params.yaml")
     rl = from_section(RL, "int", params, "int.rloo", inherit="rloo")
@@ -259,7 +317,7 @@ def test_from_section_names_the_missing_key_and_inherits(tmp_path):
 
 
 def test_int_n_problems_must_be_a_number_where_rloo_may_be_null():
-    from countdown_rlvr.core.config import problems_in
+    from countdown_rlvr.core.sections import problems_in
 
     assert problems_in({"int": {"n_problems": None}}) == [
         "`int.n_problems` is None; allowed: an integer >= 1"]
@@ -286,11 +344,11 @@ def test_every_field_of_every_section_carries_its_rule():
     import dataclasses
     from dataclasses import dataclass
 
-    from countdown_rlvr.core import config
+    from countdown_rlvr.core import config, sections
     from countdown_rlvr.core.arms import ARMS
 
     classes = set()
-    for cls in config.SECTIONS.values():
+    for cls in sections.SECTIONS.values():
         _classes(cls, classes)
     assert {c.__name__ for c in classes} >= {"Sampler", "EvalSampler", "SFT", "RL", "OPD"}
     for cls in classes:
@@ -300,29 +358,30 @@ def test_every_field_of_every_section_carries_its_rule():
             if not isinstance(rule, config.Block):  # a rule: a message for a wrong value
                 assert isinstance(config.rule_of(cls, key)(object()), str), (cls, key)
     # the arms' sections are their scripts' classes: SECTIONS and ARMS cover every section
-    names = {s: c.__name__ for s, c in config.SECTIONS.items()}
+    names = {s: c.__name__ for s, c in sections.SECTIONS.items()}
     names |= {a.name: names[a.script] for a in ARMS}
     assert names == {s: c for s, (c, _) in SECTION_CLASSES.items()}
 
     @dataclass(frozen=True)
-    class Extra(config.Report):
+    class Extra(sections.Report):
         note: str  # no rule
 
     with pytest.raises(TypeError, match="Extra.note has no rule"):
         config.rules(Extra)
     with pytest.raises(TypeError, match="RL.sampler is a block of Sampler keys"):
-        config.rule_of(config.RL, "sampler")
+        config.rule_of(sections.RL, "sampler")
 
 
 ARM_SECTIONS = {"rloo_shaped": "rloo", "rloo_nocurr": "rloo", "opd_ac": "opd"}
 
 
 def test_every_section_refuses_a_key_its_class_lacks():
-    from countdown_rlvr.core.config import bad_values
+    from countdown_rlvr.core.sections import bad_values
 
     assert bad_values({"compare": {"alpha": 0.05, "boot_sed": 0}}) == {
-        "compare.boot_sed": "`compare.boot_sed` is not a param this pipeline reads; check the "
-        "spelling (known in `compare`: pairs, ks, seed, splits, exact, n_boot, alpha, boot_seed)"}
+        "compare.boot_sed": "`compare.boot_sed` is not a param this pipeline reads; did you "
+        "mean `compare.boot_seed`? (known in `compare`: pairs, ks, seed, splits, exact, n_boot, "
+        "alpha, boot_seed)"}
     # nested blocks by their own class: int.sft as SFT, int.rloo as (partial) RL with its sampler
     bad = bad_values({"int": {"sft": {"lr": 0.1, "reward": "binary"},
                               "rloo": {"steps": 0, "sampler": {"top_p": 1.0, "top": 1}}}})
@@ -336,29 +395,56 @@ def test_every_section_refuses_a_key_its_class_lacks():
         "rloo.sampler": "`rloo.sampler` is 3; allowed: a mapping of params"}
 
 
+@pytest.mark.parametrize("typo,meant", [("lrr", "lr"), ("kl_coeff", "kl_coef"),
+                                        ("groupsize", "group_size"), ("sampler", None),
+                                        ("zzz", None)])
+def test_a_misspelt_key_gets_the_closest_known_key(typo, meant):
+    """The params check and the stage name the key a misspelt one most likely means (difflib's
+    closest, if close enough), and still list every known key."""
+    from countdown_rlvr.core.config import did_you_mean, from_section
+    from countdown_rlvr.core.rl_config import RL
+    from countdown_rlvr.core.sections import bad_values
+
+    keys = [f for f in RL.__dataclass_fields__ if f != "sampler"]
+    assert did_you_mean(typo, keys, "rloo.") == (f"did you mean `rloo.{meant}`? " if meant else "")
+    if typo in RL.__dataclass_fields__:
+        return  # a known key: nothing to refuse
+    [found] = bad_values({"rloo": {typo: 1}}).values()
+    assert (f"did you mean `rloo.{meant}`?" in found) == bool(meant)
+    assert ("check the spelling" in found) != bool(meant)
+    assert found.endswith(f"(known in `rloo`: {', '.join(RL.__dataclass_fields__)})")
+    with pytest.raises(StageError) as err:  # the stage that builds `rloo` says the same
+        from_section(RL, "rloo", merged(BASE, {"rloo": {typo: 1}}), "rloo")
+    assert found in str(err.value.code)
+
+
 def test_an_arm_section_is_checked_as_its_scripts_and_only_with_the_registry():
     """An arm's section holds only the keys it overrides: each checked against its script's
     class, none missing. Which sections are arms is the registry's (core.arms), which only the
     params check reads; a stage checks its own arm's keys when it builds them."""
     from dataclasses import fields
 
-    from countdown_rlvr.core.config import OPD, RL, bad_values, from_section
+    from countdown_rlvr.core.config import from_section
+    from countdown_rlvr.core.rl_config import OPD, RL
+    from countdown_rlvr.core.sections import bad_values
 
     arm = {"rloo_shaped": {"reward": "dense", "distill_coef": 0.5}, "opd_ac": {"distill_coef": 1}}
     assert bad_values(arm, ARM_SECTIONS) == {
         "rloo_shaped.reward": "`rloo_shaped.reward` is 'dense'; allowed: one of binary, format, "
                               "shaped",
         "rloo_shaped.distill_coef": "`rloo_shaped.distill_coef` is not a param this pipeline "
-                                    "reads; check the spelling (known in `rloo_shaped`: "
-                                    f"{', '.join(f.name for f in fields(RL))})"}
+                                    "reads; did you mean `rloo_shaped.rl_coef`? (known in "
+                                    f"`rloo_shaped`: {', '.join(f.name for f in fields(RL))})"}
     assert bad_values({"rloo_nocurr": {"curriculum": False}}, ARM_SECTIONS) == {}
     found = bad_values({"rlooo": {"steps": 1}, "sft": {"lr": 0.1}}, ARM_SECTIONS)
     assert list(found) == ["rlooo"] and found["rlooo"].startswith(
-        "`rlooo` is not a params section this pipeline reads; check the spelling, or add the "
-        "arm it configures to core.arms.ARMS (known: replicates, problems, ")
+        "`rlooo` is not a params section this pipeline reads; did you mean `rloo`? if not, add "
+        "the arm it configures to core.arms.ARMS (known: replicates, problems, ")
     assert found["rlooo"].endswith(", report, rloo_shaped, rloo_nocurr, opd_ac)")
+    assert bad_values({"xyz": {}}, ARM_SECTIONS)["xyz"].startswith(
+        "`xyz` is not a params section this pipeline reads; check the spelling, or add the arm")
     assert bad_values(arm) == bad_values({"rlooo": {}}) == {}  # no registry: left to check_params
-    # the stage that builds its arm refuses the arm's bad value (not rloo's: load_params did)
+    # the stage that builds its arm refuses the arm's bad value
     params = {**BASE, "opd_ac": {**BASE["opd_ac"], "distill_temperature": 0}}
     with pytest.raises(StageError, match=r"\[opd_ac\] error: `opd_ac.distill_temperature` is 0; "
                                          r"allowed: a number > 0"):
@@ -380,12 +466,12 @@ SECTION_CLASSES = {
 
 
 def test_every_params_section_is_one_dataclass_built_from_params_yaml():
-    from countdown_rlvr.core import config
+    from countdown_rlvr.core import config, sections
 
     params = load_params(ROOT / "params.yaml")
     assert set(params) == set(SECTION_CLASSES)  # a new section needs its dataclass
     for path, (cls_name, inherit) in SECTION_CLASSES.items():
-        cfg = config.from_section(getattr(config, cls_name), "test", params, path, inherit)
+        cfg = config.from_section(getattr(sections, cls_name), "test", params, path, inherit)
         own = {k: v for k, v in params[path].items() if not isinstance(v, dict)}
         assert {k: getattr(cfg, k) for k in own} == own  # values as params.yaml has them
     assert config.prompt_style("test", params) == params["model"]["prompt_style"]
@@ -421,10 +507,10 @@ def test_relations_between_values_are_refused_by_the_section_dataclass(cls, path
                                                                       message):
     from helpers import config_of
 
-    from countdown_rlvr.core import config
+    from countdown_rlvr.core import sections
 
     with pytest.raises(StageError, match=message + r".*\(fix the `" + path + ":` section"):
-        config_of(getattr(config, cls), path, overrides)
+        config_of(getattr(sections, cls), path, overrides)
 
 
 @pytest.mark.parametrize(("content", "says"), [

@@ -255,7 +255,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_not_trained_reads_the_marker_a_stage_leaves_in_an_unchanged_copy(tmp_path, monkeypatch):
-    from countdown_rlvr.train.untrained import untrained
+    from countdown_rlvr.model.untrained import untrained
 
     src = tmp_path / "data/models/sft/r0"
     src.mkdir(parents=True)
@@ -278,7 +278,7 @@ def test_not_trained_reads_the_marker_a_stage_leaves_in_an_unchanged_copy(tmp_pa
 def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys):
     """No sampling for a policy its training stage never trained; the declared outs still
     exist: empty records with the fixed schema and details that say why."""
-    from countdown_rlvr.train.untrained import NOT_TRAINED
+    from countdown_rlvr.model.untrained import NOT_TRAINED
 
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     model = tmp_path / "data/models/distill_R/r1"  # an SFT copy in real runs

@@ -9,7 +9,7 @@ import torch
 from helpers import config_of
 from test_sft import TINY, TOY  # a one-layer model and its toy data: trains in a second
 
-from countdown_rlvr.core.config import SFT
+from countdown_rlvr.core.train_config import SFT
 from countdown_rlvr.model.card import policy_of
 from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.task.prompts import solve_prompt

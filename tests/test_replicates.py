@@ -13,7 +13,8 @@ from helpers import config_of
 from hypothesis import given
 from hypothesis import strategies as st
 
-from countdown_rlvr.core import config
+from countdown_rlvr.core import sections
+from countdown_rlvr.core.int_config import Interventions
 from countdown_rlvr.core.io import StageError
 from countdown_rlvr.core.replicates import (
     STRIDE,
@@ -58,7 +59,7 @@ def test_replicate_zero_is_the_params_as_written_and_others_never_collide(seed, 
     ("Distill", "distill", None), ("Interventions", "int", None),
 ])
 def test_every_seed_of_a_section_moves_and_nothing_else(cls, path, inherit):
-    cfg = config_of(getattr(config, cls), path, inherit=inherit)
+    cfg = config_of(getattr(sections, cls), path, inherit=inherit)  # its dataclass
     moved = for_replicate(cfg, 2)
     before, after = seeds_of(cfg), seeds_of(moved)
     assert before and before.keys() == after.keys()
@@ -69,7 +70,7 @@ def test_every_seed_of_a_section_moves_and_nothing_else(cls, path, inherit):
 
 
 def test_int_keeps_its_eval_seed_apart_from_its_selection_seed_in_every_replicate():
-    cfg = config_of(config.Interventions, "int")
+    cfg = config_of(Interventions, "int")
     for r in range(4):
         moved = for_replicate(cfg, r)
         assert moved.eval_seed != moved.seed and moved.sft.seed == seed_for(cfg.sft.seed, r)

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_sft import TINY, TOY  # a one-layer model and its toy data: trains in a second
 
-from countdown_rlvr.core.config import SFT
+from countdown_rlvr.core.train_config import SFT
 from countdown_rlvr.data.traces import direct_trace, search_trace, solver_traces
 from countdown_rlvr.eval.metrics import records_frame
 from countdown_rlvr.model.policy import build_tiny, load_model

@@ -2,14 +2,17 @@
 determinism, config errors, the success-gated curriculum, and OPD's forward KL."""
 
 import copy
+import dataclasses
 import itertools
 
 import pytest
 import torch
 from helpers import RecordingLive, config_of
 
-from countdown_rlvr.core.config import OPD, RL, SFT, problems_in
 from countdown_rlvr.core.io import StageError
+from countdown_rlvr.core.rl_config import OPD, RL
+from countdown_rlvr.core.sections import problems_in
+from countdown_rlvr.core.train_config import SFT
 from countdown_rlvr.model.logprobs import sequence_logprobs
 from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.model.sampling import Sample
@@ -286,25 +289,27 @@ def test_the_first_tiers_pass_rate_is_pooled_by_its_share_of_each_step():
 
 
 def test_unknown_reward_and_bad_config_fail_before_any_model_work():
-    # bad values: refused when params are read (the rules on config.RL's fields), naming the key
+    # bad values: refused by the params check (the rules on rl_config.RL's fields), naming the key
     bad = problems_in({"rloo": {"reward": "bogus", "group_size": 1, "loss_agg": "tokens",
                                 "sampler": {"temp": 1.0}}})
     assert any("`rloo.reward` is 'bogus'; allowed: one of binary, format, shaped" in b for b in bad)
     assert any("`rloo.group_size` is 1; allowed: an integer >= 2" in b for b in bad)
     assert any("`rloo.loss_agg` is 'tokens'; allowed: one of sum, mean" in b for b in bad)
     assert any("`rloo.sampler.temp` is not a param" in b for b in bad)
-    # unknown and missing keys: refused when the stage builds its config, naming the fix
-    with pytest.raises(StageError, match=r"unknown keys \['temperature'\]; valid: .*reward"):
+    # and when the stage builds its config, with unknown and missing keys, naming the fix
+    with pytest.raises(StageError, match=r"`rloo.temperature` is not a param this pipeline "
+                                         r"reads; .*\(known in `rloo`: .*reward"):
         rl({"temperature": 1.3})
-    with pytest.raises(StageError, match=r"unknown keys \['distill_coef'\]"):  # OPD keys only
+    with pytest.raises(StageError, match=r"`rloo.distill_coef` is not a param"):  # OPD keys only
         config_of(RL, "rloo", {"distill_coef": 0.5})
-    with pytest.raises(StageError, match=r"`rloo.sampler` has unknown keys \['temp'\]"):
+    with pytest.raises(StageError, match=r"`rloo.sampler.temp` is not a param"):
         rl({"sampler": {"temp": 1.0}})
     # opd_ac lists only what differs from opd: the rest is inherited
     opd, ac = config_of(OPD, "opd"), config_of(OPD, "opd_ac", inherit="opd")
     assert ac.entropy_coef == 10 * opd.entropy_coef and ac.steps == opd.steps
+    # the loop's own check, for a config built past the rules (dataclasses.replace)
     with pytest.raises(ValueError, match="unknown reward 'bogus'.*binary, format, shaped"):
-        run_rloo(None, None, [PROBLEM], {"reward": "bogus"})
+        train_rloo(None, None, [PROBLEM], dataclasses.replace(rl({}), reward="bogus"))
     with pytest.raises(ValueError, match="needs a ref_model"):
         run_rloo(None, None, [PROBLEM], {"kl_coef": 0.1})
 

@@ -62,3 +62,45 @@ def test_the_walk_sees_lazy_and_relative_imports():
     sft = closure(ROOT / "stages/sft.py")
     assert {Path("src/countdown_rlvr/train/runtime.py"), Path("src/countdown_rlvr/core/io.py"),
             Path("src/countdown_rlvr/__init__.py")} <= sft
+
+
+def instances() -> dict[str, tuple[int, list[str]]]:
+    """stage name -> (how many stages its matrix or foreach makes with params.yaml, its deps)."""
+    import math
+    import re
+
+    from countdown_rlvr.core.config import at
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    out = {}
+    for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items():
+        sizes = []
+        loops = [*stage.get("matrix", {}).values(), *([stage["foreach"]] if "foreach" in stage else [])]
+        for values in loops:
+            ref = re.fullmatch(r"\$\{(.+)\}", values) if isinstance(values, str) else None
+            sizes.append(len(at(params, ref.group(1))) if ref else len(values))
+        out[name] = (math.prod(sizes), [str(d) for d in stage.get("do", stage).get("deps", [])])
+    return out
+
+
+def test_the_matrices_make_the_stages_dvc_runs():
+    """The counting below, against the 75 stages the README states for the default params."""
+    counts = {name: n for name, (n, _) in instances().items()}
+    assert counts["check_params"] == 1 and counts["sft"] == len(
+        yaml.safe_load((ROOT / "params.yaml").read_text())["replicates"]["seeds"])
+    assert sum(counts.values()) == 75
+
+
+def test_a_sections_rules_re_run_only_the_stages_that_read_it():
+    """Editing RLOO's params rules re-runs the RL stages and the params check (at most 30 of
+    the 75 stages), not the evaluations, data or SFT stages; no evaluation depends on the
+    training code (a policy dir marked as untrained is read through countdown_rlvr.model)."""
+    rules = Path("src/countdown_rlvr/core/rl_config.py")
+    users = {name: n for name, (n, deps) in instances().items() if covered(rules, deps)}
+    assert sum(users.values()) <= 30, users
+    assert {"rloo", "opd", "int", "check_params"} <= set(users)
+    assert not {"sft", "evaluate_rloo", "problems", "report"} & set(users)
+    train = Path("src/countdown_rlvr/train")
+    for name, (_, deps) in instances().items():
+        if name.startswith("evaluate_"):
+            assert not [d for d in deps if Path(d) == train or train in Path(d).parents], name

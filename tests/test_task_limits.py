@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.core import config
+from countdown_rlvr.core import data_config
 from countdown_rlvr.task import MAX_NUMBERS, solve, verify
 
 verify_module = importlib.import_module("countdown_rlvr.task.verify")  # the module, not verify()
@@ -24,7 +24,7 @@ def test_solve_refuses_more_than_the_limit_at_once():
     with pytest.raises(ValueError, match=r"at most 6 numbers .* got 7"):
         solve([1, 2, 3, 4, 5, 6, 7], 0)
     assert time.perf_counter() - t0 < 1.0  # a refusal, not minutes of search
-    assert MAX_NUMBERS == config.MAX_NUMBERS == 6  # params validation uses the same limit
+    assert MAX_NUMBERS == data_config.MAX_NUMBERS == 6  # params validation uses the same limit
 
 
 @pytest.mark.parametrize("bad", [1.5, 2.0, True, "3", math.nan, None])

@@ -24,7 +24,17 @@ from typing import Any
 
 from ..core import arms as A
 from ..core import config as C
+from ..core.analysis_config import Compare, Report
+from ..core.data_config import Dedup, Pairs, Problems, TeacherTraces, Traces
 from ..core.errors import StageError
+from ..core.evaluate_config import Evaluate
+from ..core.int_config import Interventions
+from ..core.ipo_config import IPO
+from ..core.pretrain_config import Base, Teacher
+from ..core.research_config import Diagnose, Distill, Repair
+from ..core.rl_config import OPD, RL
+from ..core.sections import bad_values
+from ..core.train_config import SFT
 
 MODEL_RUN = ("model.dtype", "model.threads")  # every stage that loads a model
 STYLE = ("model.prompt_style",)  # every stage that builds prompts
@@ -36,7 +46,7 @@ SKILL = ("sampler", "evaluate.batch_size")
 class Section:
     """A params section a stage builds into its config dataclass."""
     path: str  # dotted: "rloo", "int.rloo"
-    cls: type  # the config dataclass (config.py)
+    cls: type  # the config dataclass (core.config and the section modules beside it)
     inherit: str | None = None  # the section whose keys `path` overrides
     skip: tuple[str, ...] = ()  # keys the stage does not read (lists naming other stages)
 
@@ -49,33 +59,33 @@ EVAL_LISTS = ("evaluate.shared", "evaluate.policies", "evaluate.controls",
 # that the params check runs the chain lists' relations (config.Replicates)
 REPLICATES = Section("replicates", C.Replicates)
 READS: dict[str, Any] = {
-    "problems": lambda: [Section("problems", C.Problems)],
+    "problems": lambda: [Section("problems", Problems)],
     "base": lambda: [*MODEL_RUN, "model.base", "model.tiny_preset", "model.seed",
-                     Section("base", C.Base)],
-    "traces": lambda: [Section("traces", C.Traces), *STYLE],
-    "teacher": lambda: [*MODEL_RUN, Section("teacher", C.Teacher)],
-    "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", C.TeacherTraces), *STYLE],
-    "dedup": lambda: [Section("dedup", C.Dedup)],
-    "pairs": lambda: [*MODEL_RUN, Section("pairs", C.Pairs), *STYLE],
-    "sft": lambda: [*MODEL_RUN, Section("sft", C.SFT)],
+                     Section("base", Base)],
+    "traces": lambda: [Section("traces", Traces), *STYLE],
+    "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher)],
+    "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE],
+    "dedup": lambda: [Section("dedup", Dedup)],
+    "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE],
+    "sft": lambda: [*MODEL_RUN, Section("sft", SFT)],
     # pairs.n_problems: the skill check's problems are the train problems after the pairs'
-    "ipo": lambda: [*MODEL_RUN, Section("ipo", C.IPO, skip=("sources", "first_replicate_sources")),
+    "ipo": lambda: [*MODEL_RUN, Section("ipo", IPO, skip=("sources", "first_replicate_sources")),
                     "pairs.n_problems", *SKILL, *STYLE],
-    "rloo": lambda arm: [*MODEL_RUN, Section(arm, C.RL, A.arm(arm).inherits), *STYLE],
-    "opd": lambda arm: [*MODEL_RUN, Section(arm, C.OPD, A.arm(arm).inherits), *STYLE],
-    "diagnose": lambda: [Section("diagnose", C.Diagnose), "evaluate.n", "evaluate.ks",
+    "rloo": lambda arm: [*MODEL_RUN, Section(arm, RL, A.arm(arm).inherits), *STYLE],
+    "opd": lambda arm: [*MODEL_RUN, Section(arm, OPD, A.arm(arm).inherits), *STYLE],
+    "diagnose": lambda: [Section("diagnose", Diagnose), "evaluate.n", "evaluate.ks",
                          "evaluate.seeds"],
-    "repair": lambda: [*MODEL_RUN, Section("repair", C.Repair), "sampler", *STYLE],
-    "distill": lambda: [*MODEL_RUN, Section("distill", C.Distill,
+    "repair": lambda: [*MODEL_RUN, Section("repair", Repair), "sampler", *STYLE],
+    "distill": lambda: [*MODEL_RUN, Section("distill", Distill,
                                             skip=("conditions", "first_replicate_conditions")),
                         *SKILL, *STYLE],
-    "int": lambda: [*MODEL_RUN, Section("int", C.Interventions),
-                    Section("int.rloo", C.RL, "rloo"), "sampler", "traces.styles", *STYLE],
-    "evaluate": lambda: [*MODEL_RUN, Section("evaluate", C.Evaluate, skip=(
+    "int": lambda: [*MODEL_RUN, Section("int", Interventions),
+                    Section("int.rloo", RL, "rloo"), "sampler", "traces.styles", *STYLE],
+    "evaluate": lambda: [*MODEL_RUN, Section("evaluate", Evaluate, skip=(
         "shared", "policies", "controls", "first_replicate_only", "int_policies")),
                          "sampler", *STYLE],
-    "compare": lambda: [Section("compare", C.Compare), *EVAL_LISTS, REPLICATES],
-    "report": lambda: [Section("report", C.Report), REPLICATES, *EVAL_LISTS, "ipo.sources",
+    "compare": lambda: [Section("compare", Compare), *EVAL_LISTS, REPLICATES],
+    "report": lambda: [Section("report", Report), REPLICATES, *EVAL_LISTS, "ipo.sources",
                        "ipo.first_replicate_sources", "distill.conditions",
                        "distill.first_replicate_conditions"],
 }
@@ -146,7 +156,7 @@ def check_all(params: dict) -> int:
     fix: values no rule allows, unknown or missing keys, relations within a section
     (`__post_init__`) and across sections. So one `dvc repro` shows all there is to fix."""
     # each arm's section checked as its script's: only this check reads the arm registry
-    bad = C.bad_values(params, {a.name: a.inherits for a in A.ARMS if a.inherits})
+    bad = bad_values(params, {a.name: a.inherits for a in A.ARMS if a.inherits})
     found: dict[Section, list[str]] = {}  # each section's problems, built once for all stages
     built = 0
     for stage, arm in stage_instances(params):
@@ -214,7 +224,7 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
 
 def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
     """What `diagnose` and `compare` ask of `evaluate`'s samples."""
-    ev = C.from_section(C.Evaluate, "check_params", params, "evaluate")
+    ev = C.from_section(Evaluate, "check_params", params, "evaluate")
     out = []
     k = C.at(params, "diagnose.k")
     if ok("diagnose") and (k not in ev.ks or k > ev.n):
@@ -246,7 +256,7 @@ def _sampling_relations(params: dict) -> list[str]:
     records, after every evaluation ran."""
     from ..analysis.chains import INT_POLICIES, chain_of, sampled  # torch-free
 
-    ev = C.from_section(C.Evaluate, "check_params", params, "evaluate")
+    ev = C.from_section(Evaluate, "check_params", params, "evaluate")
     out, every = [], sampled(params)
     for key, names, all_seeds in (("policies", ev.policies, True),
                                   ("controls", ev.controls, True),

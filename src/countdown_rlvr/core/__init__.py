@@ -1,3 +1,4 @@
-"""The base layer: params (config), files (io), errors, replicate seeds, timing and
-the arm registry. Imports nothing else of the package.
+"""The base layer: params (config, one *_config module per section, and sections, the map
+of them all), files (io), errors, replicate seeds, timing, the arm registry and the
+environment a stage sets before torch loads (stage_env). Imports nothing else of the package.
 """

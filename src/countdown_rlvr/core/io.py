@@ -19,16 +19,18 @@ from typing import Any
 import yaml
 from ruamel.yaml import YAML, YAMLError
 
-from .config import problems_in
+from .config import shared_problems
 from .errors import StageError  # re-exported: stages raise io.StageError
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
-    """params.yaml, every value checked (`config`), before a stage does any work; an arm's
-    section is checked when its stage builds it (`config.build_section`). Every stage starts
-    here, so this is also where a killed run's stale temporary files are cleared."""
+    """params.yaml, before a stage does any work, with the sections every stage may read as it
+    starts checked (`config.SHARED`: model, sampler, replicates); the stage's own sections are
+    checked as it builds them (`config.from_section`), and the whole file by the params check,
+    the pipeline's first stage. Every stage starts here, so this is also where a killed run's
+    stale temporary files are cleared."""
     params = read_params(path)
-    if bad := problems_in(params):
+    if bad := shared_problems(params):
         raise StageError("params", f"{path}: " + "\n  ".join(bad) + "\nfix the value in "
                          f"{path} (or the `-S` override) and run again.")
     clear_stale_tmp()

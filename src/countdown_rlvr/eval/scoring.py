@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 
 from ..model.policy import ModelRef, load_model
 from ..model.sampling import generate
+from ..model.untrained import NOT_TRAINED
 from ..task import get_reward, solve_prompt, verify
-from ..train.untrained import NOT_TRAINED
 from .metrics import records_frame
 
 # --------------------------------------------------------------------------- untrained
@@ -34,9 +34,9 @@ def not_trained(model_dir: str | Path) -> str | None:
     """Why the policy in `model_dir` is not worth sampling, or None.
 
     A training stage that had no examples saves its input policy unchanged, marked as such
-    (`train.untrained.untrained(..., same_as_source=True)`: e.g. distill_first@F1-1 without a
-    successful repair saves data/models/distill_F1/r1 with a NOT_TRAINED.json). Sampling that copy would
-    only reproduce its source's numbers at the cost of a full evaluation.
+    (`model.untrained.untrained(..., same_as_source=True)`: e.g. distill_first@F1-1 without a
+    successful repair saves data/models/distill_F1/r1 with a NOT_TRAINED.json). Sampling that
+    copy would only reproduce its source's numbers at the cost of a full evaluation.
     """
     path = Path(model_dir) / NOT_TRAINED
     try:

@@ -45,12 +45,15 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
-from ..core.config import RL, SFT, Interventions
+from ..core.int_config import Interventions
+from ..core.rl_config import RL
+from ..core.train_config import SFT
 from ..data.traces import solver_traces
 from ..eval.metrics import pass_at_k
 from ..eval.scoring import evaluate_policy
 from ..model.policy import policy_ref
 from ..model.sampling import generate
+from ..model.untrained import untrained
 from ..stats import mcnemar
 from ..task import solve, solve_prompt, verify
 from ..task.arith import OPS, apply_op  # Fractions in, a Fraction (or None: ÷0) out
@@ -59,7 +62,6 @@ from ..task.verify import _CLAIM  # the verifier's "a op b = c" claim pattern, r
 from ..train.rloo import train_rloo
 from ..train.runtime import fit_and_save, frozen_copy, init_policy
 from ..train.sft import train_sft
-from ..train.untrained import untrained
 
 # Where an attempt's steps begin: after "<think>" or after a "backtrack" (search style),
 # skipping the "try " that opens an attempt in the solver's search traces.

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..core.config import IPO
+from ..core.ipo_config import IPO
 from ..model.logprobs import sequence_logprobs
 from . import runtime
 from .losses import ipo_loss

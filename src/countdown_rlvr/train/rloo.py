@@ -35,8 +35,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..core.config import RL
 from ..core.io import read_jsonl, require_inputs
+from ..core.rl_config import RL
 from ..data.traces import strategy_prompt
 from ..model.logprobs import token_entropy, token_logprobs
 from ..model.policy import n_parameters, render_prompts

@@ -28,8 +28,8 @@ from torch.utils.data import DataLoader, Sampler
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from ..core.config import Adapter, Optim, Supervised
 from ..core.io import StageError, atomic_path, empty_curves, write_details, write_json, write_timing
+from ..core.train_config import Adapter, Optim, Supervised
 from ..model.card import write_policy_card
 from ..model.policy import REF_FILE, load_model, mixed_precision, policy_ref, save_policy_dir
 

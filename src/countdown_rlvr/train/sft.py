@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..core.config import SFT
+from ..core.train_config import SFT
 from ..model.policy import n_parameters, render_prompts
 from . import runtime
 from .losses import completion_nll

@@ -1,0 +1,53 @@
+"""`evaluate`: which policies are sampled, how, and what compare, the report and the headline
+read (the rules: core.config).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Ks, MaybeNames, Names, Pos, Reward, Seeds, Splits
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """`evaluate`: samples of every policy on the held-out splits.
+
+    Which replicated policies are sampled follows from the stages that train them (each
+    training stage has its evaluation, `evaluate_<stage>`, over the same matrix); the lists
+    below say which of them compare, the report and the headline read (and `int_policies`,
+    which of the int stage's policies are sampled at all)."""
+    shared: MaybeNames  # trained once (fixed inputs): data/models/<name>
+    policies: Names  # trained per replicate: data/models/<name>/r<seed>, every seed of its chain
+    controls: MaybeNames  # trained per replicate like `policies`, shown in the report's tables,
+    # not in the DVC headline (a claim's control arms: int_sft, int_plain_rl)
+    first_replicate_only: MaybeNames  # secondary policies: only its chain's first seed
+    int_policies: MaybeNames  # the int stage's policies sampled on the test split (opt-in)
+    splits: Splits  # data/problems/<split>.jsonl files
+    n: Pos  # samples per prompt and seed
+    seeds: Seeds  # sampling seeds
+    reward: Reward  # reward column
+    batch_size: Pos  # sequences per generate call
+    ks: Ks  # pass@k
+    budgets: Ks  # best-of-N budgets
+
+    def __post_init__(self):
+        names = [*self.shared, *self.policies, *self.controls, *self.first_replicate_only]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"evaluate lists {twice} more than once; a policy is either "
+                             "shared, replicated (policies, controls) or first_replicate_only")
+        # metrics.summarize can only report k <= n (samples per prompt and seed) and would skip
+        # the rest without a word: the report would then lack a column the params asked for
+        for key, what in (("ks", "pass@k"), ("budgets", "best-of-N")):
+            values = getattr(self, key)
+            if over := [v for v in values if v > self.n]:
+                raise ValueError(f"evaluate.{key} {values} has {over} > evaluate.n ({self.n}): "
+                                 f"{what} needs that many samples per prompt; remove {over} "
+                                 f"from evaluate.{key} or raise evaluate.n")
+
+    def replicated(self) -> list[str]:
+        """Every policy trained per replicate."""
+        return [*self.policies, *self.controls, *self.first_replicate_only]
+
+    def all(self) -> list[str]:
+        return [*self.shared, *self.replicated()]
