@@ -196,7 +196,7 @@ def test_branch_diff_md_is_well_formed():
            "n_b": 3, "diff": 0.05, "ci_low": 0.01, "ci_high": 0.09, "p": 0.01, "p_adj": 0.02,
            "verdict": "differs (|diff| > 0)"}  # a pipe in a cell must not split it
     report = {"rev_a": "main", "rev_b": "r<seed>|x", "alpha": 0.05, "test": "t", "reason": "r",
-              "adjust": "holm", "family": 1, "warnings": [], "rows": [row],
+              "adjust": "holm", "family": 1, "warnings": [], "notes": [], "rows": [row],
               "hidden_unchanged": 0}
     md = render(report, "md")
     assert len(tables(md)) == 1 and table_problems(md) == []

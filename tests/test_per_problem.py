@@ -155,7 +155,8 @@ def test_the_compare_stage_writes_the_records(tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
     stage = runpy.run_path(str(ROOT / "stages/compare.py"))
-    from countdown_rlvr.core.config import Evaluate, Replicates, from_section
+    from countdown_rlvr.core.config import Replicates, from_section
+    from countdown_rlvr.core.evaluate_config import Evaluate
     from countdown_rlvr.core.io import load_params
 
     params = load_params()
