@@ -49,6 +49,9 @@ from .stage_params import ARMS, leaves, reads, resolved_keys
 OUT = ROOT / "dvc.yaml"
 WIDTH = 100  # dvc.yaml's comments are wrapped to fit (a long interpolated path cannot be)
 SEED = "${item.seed}"
+# what runs a training script: params.yaml's top-level `launcher` (`python`, the default, or
+# `accelerate launch ...` for several processes); the other stages run with plain `python`
+LAUNCHER = "${launcher}"
 
 
 def seeds(chain: str) -> str:
@@ -90,6 +93,7 @@ class Stage:
     metrics: tuple[str | Out, ...] = ()
     code: tuple[str, ...] = ()  # code deps, when not the script's imports
     all_params: bool = False  # depends on all of params.yaml
+    launched: bool = False  # a trainer: its cmd starts with params.yaml's `launcher` (LAUNCHER)
 
 
 def details(name: str) -> Out:
@@ -97,18 +101,25 @@ def details(name: str) -> Out:
     return Out(f"reports/details/{name}.json", cache=False)
 
 
+def timing(name: str) -> Out:
+    """The stage's wall times, in git: reports/timings/<name>.json. An out (its hash in
+    dvc.lock) so that `dvc exp run` commits it with the experiment; no stage reads it."""
+    return Out(f"reports/timings/{name}.json", cache=False)
+
+
 def model(name: str, seed: str | None = SEED) -> str:
     return f"data/models/{name}" + (f"/r{seed}" if seed else "")
 
 
 def trained(name: str, logs: str = "", replicated: bool = True) -> tuple[Out, ...]:
-    """What a training stage writes: the model, its per-step curves and its details, under
-    data/models/<name>, dvclive/<logs> and reports/details/<logs> (logs: the name), per seed."""
+    """What a training stage writes: the model, its per-step curves, its details and its wall
+    times, under data/models/<name>, dvclive/<logs> and reports/{details,timings}/<logs>
+    (logs: the name), per seed."""
     r, logs = (f"/r{SEED}" if replicated else ""), logs or name
     return (Out(model(name, SEED if replicated else None)),
             Out(f"dvclive/{logs}{r}", "per-step curves (TSV), in git for `dvc plots`",
                 cache=False),
-            details(f"{logs}{r}"))
+            details(f"{logs}{r}"), timing(f"{logs}{r}"))
 
 
 CHECKED = Out("reports/details/check_params.json", "runs first")
@@ -144,12 +155,14 @@ def arm_stages(script: str, note: str, key: str, inputs: tuple) -> list[Stage]:
     first = [a for a in arms(script) if a.replicates == "first"]
     every = Stage(script, note, chain=script, matrix={key: list(ARMS[script]),
                                                       "seed": seeds(script)},
-                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}"))
+                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}"),
+                  launched=True)
     return [*with_evaluation(every, f"${{item.{key}}}"),
             *(s for a in first for s in with_evaluation(
                 Stage(a.name, f"{a.about}: a secondary arm, the first seed of replicates.{script}"
                       " only", chain=script, script=script, matrix={"seed": first_seed(script)},
-                      args=(ARMS[a.name][0], SEED), inputs=inputs, outs=trained(a.name)),
+                      args=(ARMS[a.name][0], SEED), inputs=inputs, outs=trained(a.name),
+                      launched=True),
                 a.name))]
 
 
@@ -164,7 +177,7 @@ INT = Stage(
                                                     "int_solver_sft")),
           Out(f"dvclive/int/r{SEED}", "per-step curves of its sft, rloo, plain_rl, "
               "solver_sft phases", cache=False),
-          details(f"int/r{SEED}")))
+          details(f"int/r{SEED}"), timing(f"int/r{SEED}")))
 
 
 STAGES = [
@@ -177,7 +190,7 @@ STAGES = [
     Stage("problems", "train / test / ood / unseen problem sets, pairwise disjoint", gated=True,
           outs=("data/problems", details("problems"))),
     Stage("base", "the base model every later stage starts from", gated=True,
-          outs=trained("base", replicated=False)),
+          outs=trained("base", replicated=False), launched=True),
     Stage("traces", "verified solver traces of the train problems, and repair-format examples",
           inputs=(TRAIN,),
           outs=("data/traces/solver.jsonl", "data/traces/repair.jsonl", details("traces"))),
@@ -191,7 +204,7 @@ STAGES = [
     Stage("dedup", "near-duplicate removal of the traces, then the train / val split of sft",
           inputs=("data/traces/solver.jsonl", "data/traces/teacher.jsonl",
                   "data/traces/repair.jsonl"),
-          outs=("data/sft", details("dedup"))),
+          outs=("data/sft", details("dedup"), timing("dedup"))),
     Stage("pairs", "preference pairs from every source; `ipo.sources` chooses among them",
           inputs=(TRAIN, "data/traces/solver.jsonl", "data/traces/teacher_samples.parquet",
                   BASE),
@@ -199,19 +212,22 @@ STAGES = [
     *with_evaluation(Stage(
         "sft", "the student, once per seed of replicates.seeds (every chain's are among them)",
         chain="sft", matrix={"seed": seeds("sft")}, args=(SEED,),
-        inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE), outs=trained("sft")),
+        inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE), outs=trained("sft"),
+        launched=True),
         "sft"),
     *with_evaluation(Stage(
         "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-0, ...",
         chain="ipo", matrix={"source": "${ipo.sources}", "seed": seeds("ipo")},
         args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
-        outs=trained("ipo_${item.source}", "ipo/${item.source}")), "ipo_${item.source}"),
+        outs=trained("ipo_${item.source}", "ipo/${item.source}"), launched=True),
+        "ipo_${item.source}"),
     *with_evaluation(Stage(
         "ipo_first", "a pairs source no seed claim uses (base): the first seed of "
         "replicates.ipo only", chain="ipo", script="ipo",
         matrix={"source": "${ipo.first_replicate_sources}", "seed": first_seed("ipo")},
         args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
-        outs=trained("ipo_${item.source}", "ipo/${item.source}")), "ipo_${item.source}"),
+        outs=trained("ipo_${item.source}", "ipo/${item.source}"), launched=True),
+        "ipo_${item.source}"),
     *arm_stages("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: "
                 "its keys over rloo's); `dvc exp run -S rloo.reward=shaped`", "arm",
                 inputs=(TRAIN, SFT)),
@@ -222,10 +238,11 @@ STAGES = [
           "measurement only: repair samples its attempts on train problems, never on these "
           "test ones", chain="sft",
           matrix={"seed": seeds("sft")}, args=(SEED,), inputs=(f"data/eval/sft/r{SEED}.parquet",),
-          outs=(details(f"diagnose/r{SEED}"),)),
+          outs=(details(f"diagnose/r{SEED}"), timing(f"diagnose/r{SEED}"))),
     Stage("repair", "attempts: the SFT policy's failed samples on the last repair.n_problems "
           "train problems", chain="repair", matrix={"seed": seeds("repair")}, args=(SEED,),
-          inputs=(TRAIN, SFT), outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"))),
+          inputs=(TRAIN, SFT),
+          outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"), timing(f"repair/r{SEED}"))),
     *with_evaluation(Stage(
         "distill", "one stage per repair condition and seed of replicates.repair: distill@R-0, "
         "...", chain="repair", matrix={"condition": "${distill.conditions}",
@@ -258,7 +275,8 @@ STAGES = [
           "/ `diff` / `dvc exp show` list)",
           inputs=(Out("reports/details", "every stage's measurements (eval/, ipo/, distill/, "
                       "compare, ...)"), Out("dvclive", "the RL per-step curves")),
-          outs=(Out("reports/report.md", cache=False), Out("reports/figures", cache=False)),
+          outs=(Out("reports/report.md", cache=False), Out("reports/figures", cache=False),
+                timing("report")),
           metrics=(Out("reports/metrics/eval", "<policy>.json: pass@1, pass@16, mean and SD over "
                        "replicates", cache=False),
                    Out("reports/metrics/claims", "<claim>.json: the seed claim's effect and p "
@@ -485,7 +503,8 @@ def _stage_lines(stage: Stage, sections: dict[str, list], shared: dict, anchors:
                   for k, v in stage.matrix.items()]
     args = [f"'{a}'" if "${" in a else a for a in stage.args]
     script = f"stages/{stage.script or stage.name}.py"
-    lines.append(f"{pad}cmd: " + " ".join(["python", script, *args]))
+    run = LAUNCHER if stage.launched else "python"
+    lines.append(f"{pad}cmd: " + " ".join([run, script, *args]))
     for name, entries in sections.items():
         key = (name, repr(entries))
         if key in anchors:  # written before: name it
