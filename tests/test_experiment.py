@@ -1,6 +1,8 @@
 """dvc.yaml is generated from countdown_rlvr.cli.experiment: the committed file is current, and
 the generator derives code deps and params as documented."""
 
+import shutil
+
 import yaml
 from conftest import ROOT
 
@@ -73,17 +75,32 @@ def test_params_a_section_read_in_part_lists_its_keys():
         "model.dtype", "model.threads", "sft"]
 
 
-def test_check_names_write_and_write_replaces_the_file(tmp_path, monkeypatch, capsys):
+def test_write_makes_dvc_yaml_and_its_map_and_check_names_the_stale_one(tmp_path, monkeypatch,
+                                                                       capsys):
+    """One command writes both files an edit of the table changes: dvc.yaml and docs/dag.md,
+    the map DVC draws from it; --check names the stale one and the command that fixes it."""
+    from dvc.repo import Repo
+
+    from countdown_rlvr.cli import stage_map
+
+    Repo.init(str(tmp_path), no_scm=True).close()
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "docs").mkdir()
     target = tmp_path / "dvc.yaml"
     target.write_text("stages: {}\n")
     monkeypatch.setattr(experiment, "OUT", target)
     assert experiment.main(["--check"]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--write" in err
+    assert len(err.splitlines()) == 1 and err.startswith("dvc.yaml ") and "--write" in err
     assert experiment.main(["--write"]) == 0
     assert target.read_text() == experiment.generate()
-    assert [p.name for p in tmp_path.iterdir()] == ["dvc.yaml"]  # no temporary left
+    dag = tmp_path / stage_map.OUT
+    assert dag.read_text() == (ROOT / stage_map.OUT).read_text()  # the committed map: current
+    assert not [p for p in tmp_path.rglob("*.tmp") if ".dvc" not in p.parts]  # none left
     assert experiment.main(["--check"]) == 0
+    dag.write_text(dag.read_text().replace("sft", "sfft"))
+    assert experiment.main(["--check"]) == 1
+    assert capsys.readouterr().err.startswith(f"{stage_map.OUT} is not")
 
 
 def test_every_replicated_stage_runs_over_its_chains_seeds():
@@ -145,3 +162,23 @@ def test_artifacts_and_curves_name_each_chains_first_seed():
              for f in spec["y"]]
     assert "dvclive/sft/r${replicates.seeds.0}/plots/metrics/train/loss.tsv" in files
     assert not [f for f in files if "/r0/" in f]
+
+
+def test_artifacts_are_the_policies_the_params_train_every_replicate_of():
+    params = {"ipo": {"sources": ["scripted"], "first_replicate_sources": ["hardneg"]},
+              "distill": {"conditions": ["R", "F1"], "first_replicate_conditions": ["F2"]}}
+    names = set(experiment.artifacts(params))
+    assert {"ipo_scripted", "distill_R", "distill_F1", "sft", "rloo", "int"} <= names
+    assert not {"ipo_easyneg", "ipo_hardneg", "distill_F2", "rloo_nocurr"} & names
+
+
+def test_every_artifact_is_a_model_some_stage_writes():
+    """Each registry entry, as DVC resolves it from params.yaml, is the out of a stage
+    dvc.yaml defines: `dvc artifacts get` never names a model the default run does not make."""
+    from dvc.repo import Repo
+
+    with Repo(str(ROOT)) as repo:
+        paths = {n: a.path for n, a in repo.artifacts.read()["dvc.yaml"].items()}
+        outs = {o.def_path for stage in repo.index.stages for o in stage.outs}
+    assert len(paths) >= 10
+    assert not {n: p for n, p in paths.items() if p not in outs}, "artifacts no stage writes"

@@ -1,8 +1,9 @@
 """The pipeline in one table: every dvc.yaml stage, in run order. dvc.yaml is made from it.
 
     python -m countdown_rlvr.cli.experiment            # print dvc.yaml
-    python -m countdown_rlvr.cli.experiment --write    # write it (tests/test_experiment.py checks
-    python -m countdown_rlvr.cli.experiment --check    # that the committed file is current)
+    python -m countdown_rlvr.cli.experiment --write    # write it and its map, docs/dag.md
+    python -m countdown_rlvr.cli.experiment --check    # exit 1 when either is stale (as
+                                                       # tests/test_experiment.py checks)
 
 A stage's entry below says what only it can say: its script (stages/<script>.py) and
 arguments, its matrix, the data it reads and the files it writes. The rest is derived:
@@ -32,6 +33,7 @@ reaches the shell as code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from collections import Counter
@@ -43,6 +45,7 @@ import yaml
 from ..core.arms import arms
 from ..core.config import seeds_key
 from ..core.io import read_params, write_text
+from . import stage_map
 from .imports import PACKAGE, ROOT, SRC, closure
 from .stage_params import ARMS, leaves, reads, resolved_keys
 
@@ -283,21 +286,34 @@ STAGES = [
                        "(Holm)", cache=False))),
 ]
 
-# The trained policies, as DVC model-registry artifacts (ARTIFACTS_NOTE): name -> (path, desc).
-ARTIFACTS = {
-    "base": ("data/models/base", "the pre-trained tiny base (shared by every replicate)"),
-    "teacher": ("data/models/teacher", "the frozen teacher behind teacher traces and OPD (shared)"),
-    "sft": (model("sft", first("sft")), "the student after SFT on the deduplicated traces"),
-    "ipo_scripted": (model("ipo_scripted", first("ipo")),
-                     "IPO from SFT on scripted (solver / operator-flip) pairs"),
-    "ipo_easyneg": (model("ipo_easyneg", first("ipo")),
-                    "IPO from SFT on teacher easy-negative pairs"),
-    "ipo_hardneg": (model("ipo_hardneg", first("ipo")), "IPO from SFT on teacher near-miss pairs"),
-    **{a.name: (model(a.name, first(a.script)), a.about) for a in arms() if a.replicates == "all"},
-    "distill_R": (model("distill_R", first("repair")),
-                  "self-distillation on successful resample repairs"),
-    "int": (model("int", first("int")), "intervention patch, then RL on the unsolved problems"),
-}
+# What each IPO pairs source trains on, for its model-registry entry
+IPO_PAIRS = {"scripted": "scripted (solver / operator-flip) pairs",
+             "easyneg": "teacher easy-negative pairs", "hardneg": "teacher near-miss pairs",
+             "base": "base-model failure pairs"}
+
+
+def artifacts(params: dict) -> dict[str, tuple[str, str]]:
+    """The policies `params` trains on every seed of their chain, and the two shared models, as
+    DVC model-registry artifacts (ARTIFACTS_NOTE): name -> (path, desc). dvc.yaml is made from
+    params.yaml, so these are the default run's: every path is a model some stage writes
+    (tests/test_experiment.py); an opt-in or first-replicate policy is no entry."""
+    return {
+        "base": ("data/models/base", "the pre-trained tiny base (shared by every replicate)"),
+        "teacher": ("data/models/teacher",
+                    "the frozen teacher behind teacher traces and OPD (shared)"),
+        "sft": (model("sft", first("sft")), "the student after SFT on the deduplicated traces"),
+        **{f"ipo_{s}": (model(f"ipo_{s}", first("ipo")),
+                        f"IPO from SFT on {IPO_PAIRS.get(s, f'{s} pairs')}")
+           for s in params["ipo"]["sources"]},
+        **{a.name: (model(a.name, first(a.script)), a.about) for a in arms()
+           if a.replicates == "all"},
+        **{f"distill_{c}": (model(f"distill_{c}", first("repair")),
+                            f"self-distillation on the successful {c} repairs"
+                            + (" (resample)" if c == "R" else ""))
+           for c in params["distill"]["conditions"]},
+        "int": (model("int", first("int")),
+                "intervention patch, then RL on the unsolved problems"),
+    }
 
 
 def _runs(script: str | None = None, every: bool = False) -> list[str]:
@@ -542,31 +558,47 @@ def generate(params: dict | None = None) -> str:
     lines, anchors = ["stages:"], {}
     for stage, its in zip(STAGES, sections):
         lines += _stage_lines(stage, its, shared, anchors)
-    artifacts = {name: {"path": path, "type": "model", "desc": desc}
-                 for name, (path, desc) in ARTIFACTS.items()}
+    registry = {name: {"path": path, "type": "model", "desc": desc}
+                for name, (path, desc) in artifacts(params).items()}
     plots = [{title: {"x": "step", "x_label": "optimizer step", "y_label": label,
                       "y": {f"dvclive/{run}/plots/metrics/train/{metric}.tsv": metric
                             for run in runs}}}
              for title, (label, metric, runs) in CURVES.items()]
-    return "\n".join([HEADER + "\n".join(lines), "", ARTIFACTS_NOTE + _dump("artifacts", artifacts),
+    return "\n".join([HEADER + "\n".join(lines), "", ARTIFACTS_NOTE + _dump("artifacts", registry),
                       PLOTS_NOTE + _dump("plots", ["reports/figures", *plots])])
+
+
+def _map() -> str:
+    """docs/dag.md as `countdown-rlvr dag` makes it from OUT (from OUT's directory: DVC names
+    the stages relative to the working directory)."""
+    with contextlib.chdir(OUT.parent):
+        return stage_map.make(".")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m countdown_rlvr.cli.experiment",
                                  description="Print dvc.yaml as the experiment table makes it.")
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help=f"write it to {OUT.name}")
+    mode.add_argument("--write", action="store_true",
+                      help=f"write it to {OUT.name}, then the stage map {stage_map.OUT} "
+                      "(`countdown-rlvr dag`) from it: all an edit of the table changes")
     mode.add_argument("--check", action="store_true",
-                      help=f"exit 1 when the committed {OUT.name} differs from it")
+                      help=f"exit 1 when the committed {OUT.name} or {stage_map.OUT} differs")
     args = ap.parse_args(argv)
     text = generate()
+    dag = OUT.parent / stage_map.OUT  # the map DVC draws from OUT, beside it
     if args.write:
         write_text(OUT, text)  # atomic: a temporary file, then a rename
-        print(f"wrote {OUT.name}: {len(STAGES)} stages")
+        write_text(dag, _map())  # the map of the file just written
+        print(f"wrote {OUT.name}: {len(STAGES)} stages, and {stage_map.OUT}")
     elif args.check:
+        stale = None
         if not OUT.is_file() or OUT.read_text() != text:
-            print(f"{OUT.name} is not what experiment.py makes: run `python -m "
+            stale = OUT.name
+        elif not dag.is_file() or dag.read_text() != _map():  # drawn from OUT: checked after it
+            stale = stage_map.OUT
+        if stale:
+            print(f"{stale} is not what experiment.py makes: run `python -m "
                   "countdown_rlvr.cli.experiment --write`", file=sys.stderr)
             return 1
     else:
