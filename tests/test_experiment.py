@@ -1,6 +1,7 @@
 """dvc.yaml is generated from countdown_rlvr.cli.experiment: the committed file is current, and
 the generator derives code deps and params as documented."""
 
+import re
 import shutil
 
 import yaml
@@ -8,6 +9,7 @@ from conftest import ROOT
 
 from countdown_rlvr.cli import experiment
 from countdown_rlvr.cli.experiment import STAGES, code_deps, param_keys
+from countdown_rlvr.cli.stage_params import ARMS
 
 
 def test_committed_dvc_yaml_is_generated():
@@ -182,3 +184,46 @@ def test_every_artifact_is_a_model_some_stage_writes():
         outs = {o.def_path for stage in repo.index.stages for o in stage.outs}
     assert len(paths) >= 10
     assert not {n: p for n, p in paths.items() if p not in outs}, "artifacts no stage writes"
+
+
+def _drives_lines(lines: list[str]) -> dict[str, str]:
+    """{params.yaml section: its `# drives:` comment} (the comment block above the key, from
+    the line that starts `# drives:` on)."""
+    out = {}
+    for i, line in enumerate(lines):
+        if not (m := re.match(r"([a-z_]+):", line)):
+            continue
+        j = i
+        while j > 0 and lines[j - 1].startswith("#"):
+            j -= 1
+        block = lines[j:i]
+        start = next((k for k, b in enumerate(block) if b.startswith("# drives:")), None)
+        if start is not None:
+            out[m.group(1)] = " ".join(b.lstrip("# ") for b in block[start:])
+    return out
+
+
+def test_every_drives_line_names_the_stages_that_read_its_section():
+    """params.yaml's `# drives:` comments are written by hand: each names every dvc.yaml stage
+    that lists a key of its section (by name, or `ipo*` for every stage named ipo...), so a
+    stage that starts reading a section cannot leave its comment behind."""
+    params = experiment.read_params(ROOT / "params.yaml")
+    drives = _drives_lines((ROOT / "params.yaml").read_text().splitlines())
+    readers: dict[str, set[str]] = {}
+    for stage in STAGES:
+        for key, _ in ([] if stage.all_params else param_keys(stage, params)):
+            sections = ARMS[stage.name] if key.startswith("${item.") else [key.split(".")[0]]
+            for section in sections:
+                readers.setdefault(section, set()).add(stage.name)
+    sections = [s for s, v in params.items() if isinstance(v, dict)]
+    assert [s for s in sections if s not in drives] == [], "sections with no `# drives:` line"
+    missing = {}
+    for section in sections:
+        if "every stage" in drives[section]:  # model: read by every stage that loads one
+            continue
+        wild = re.findall(r"(\w+)\*", drives[section])
+        missing[section] = sorted(
+            name for name in readers.get(section, ())
+            if not re.search(rf"(?<!\w){name}(?!\w)", drives[section])
+            and not any(name.startswith(w) for w in wild))
+    assert not {s: m for s, m in missing.items() if m}, "stages their `# drives:` line misses"
