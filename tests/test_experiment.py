@@ -4,6 +4,7 @@ the generator derives code deps and params as documented."""
 import re
 import shutil
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -227,3 +228,28 @@ def test_every_drives_line_names_the_stages_that_read_its_section():
             if not re.search(rf"(?<!\w){name}(?!\w)", drives[section])
             and not any(name.startswith(w) for w in wild))
     assert not {s: m for s, m in missing.items() if m}, "stages their `# drives:` line misses"
+
+
+def test_the_training_stages_start_with_the_launcher_and_the_default_is_python():
+    """`${launcher}` starts the training scripts; at `launcher: python` every cmd DVC resolves
+    is the one dvc.lock records (nothing re-runs), and the check refuses shell code in it."""
+    from dvc.repo import Repo
+
+    from countdown_rlvr.cli.stage_params import check_all
+    from countdown_rlvr.core.errors import StageError
+
+    launched = {s.name for s in STAGES if s.launched}
+    assert {"base", "sft", "ipo", "ipo_first", "rloo", "rloo_nocurr", "opd"} == launched
+    doc = yaml.safe_load(experiment.generate())["stages"]
+    for name, stage in doc.items():
+        cmd = (stage.get("do") or stage)["cmd"]
+        assert cmd.startswith("${launcher} " if name in launched else "python "), cmd
+    params = experiment.read_params(ROOT / "params.yaml")
+    assert params["launcher"] == "python"
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    with Repo(str(ROOT)) as repo:
+        cmds = {s.addressing: s.cmd for s in repo.index.stages}
+    assert {a: c for a, c in cmds.items() if a in lock and lock[a]["cmd"] != c} == {}
+    assert check_all(params) > 0
+    with pytest.raises(StageError, match="`launcher` .* plain words"):
+        check_all({**params, "launcher": "python; rm -rf ~"})
