@@ -27,7 +27,9 @@ each a subset of it), so a seed added to one chain adds only that chain's stages
 training stage has its evaluation, `evaluate_<stage>`, over the same matrix
 (`ipo@easyneg-1` -> `evaluate_ipo@easyneg-1`): every policy is sampled on the seeds
 of the chain that trains it. Arguments that interpolate `${item...}` are quoted: a name never
-reaches the shell as code.
+reaches the shell as code. The training stages' cmd starts with `${launcher}` instead of
+`python` (params.yaml: `python`, or `accelerate launch ...` for several processes), a command
+by design, which the params check keeps to plain words.
 """
 
 from __future__ import annotations
