@@ -176,8 +176,8 @@ def launcher_problems(params: dict) -> list[str]:
     value = params.get(LAUNCHER)
     if isinstance(value, str) and _WORDS.fullmatch(value):
         return []
-    return [f"`{LAUNCHER}` ({value!r}) must be the command that runs a training script, as "
-            "plain words: `python`, or e.g. `accelerate launch --num_processes 2`"]
+    return [(f"`{LAUNCHER}` ({value!r}) must be the command that runs a training script, as "
+             "plain words: `python`, or e.g. `accelerate launch --num_processes 2`")]
 
 
 def _section_problems(params: dict, s: Section, bad: dict[str, str],
