@@ -82,10 +82,10 @@ def test_branch_diff_plots_and_metrics_in_a_clone_without_the_cache(committed_ru
     assert not {"rloo@rloo_shaped-0", "rloo@rloo_shaped-1"} & ran(exp)  # sets its own reward
     # the experiment keeps it (a stage out, so DVC commits it with the run): nothing untracked
     assert "untracked" not in exp.stdout + exp.stderr, exp.stderr[-2000:]
+    name = re.search(r"Ran experiment\(s\): (\S+)", exp.stdout).group(1)
     refs = pipe.run("git", "for-each-ref", "refs/exps", "--format=%(refname) %(objectname)")
-    exps = [line.split()[1] for line in refs.stdout.splitlines()
-            if not line.startswith("refs/exps/exec/")]  # DVC's own run refs, if any are left
-    assert len(exps) == 1 and pipe.run("git", "ls-tree", "--name-only", exps[0], timing).stdout
+    sha = [r.split()[1] for r in refs.stdout.splitlines() if r.split()[0].endswith("/" + name)]
+    assert len(sha) == 1 and pipe.run("git", "ls-tree", "--name-only", sha[0], timing).stdout
     commit(pipe, "rloo: shaped reward")
 
     clone = Pipeline(tmp_path / "clone")
