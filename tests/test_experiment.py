@@ -1,12 +1,16 @@
 """dvc.yaml is generated from countdown_rlvr.cli.experiment: the committed file is current, and
 the generator derives code deps and params as documented."""
 
+import re
+import shutil
+
 import pytest
 import yaml
 from conftest import ROOT
 
 from countdown_rlvr.cli import experiment
 from countdown_rlvr.cli.experiment import STAGES, code_deps, param_keys
+from countdown_rlvr.cli.stage_params import ARMS
 
 
 def test_committed_dvc_yaml_is_generated():
@@ -75,17 +79,32 @@ def test_params_a_section_read_in_part_lists_its_keys():
 
 
 @pytest.mark.slow
-def test_check_names_write_and_write_replaces_the_file(tmp_path, monkeypatch, capsys):
+def test_write_makes_dvc_yaml_and_its_map_and_check_names_the_stale_one(tmp_path, monkeypatch,
+                                                                       capsys):
+    """One command writes both files an edit of the table changes: dvc.yaml and docs/dag.md,
+    the map DVC draws from it; --check names the stale one and the command that fixes it."""
+    from dvc.repo import Repo
+
+    from countdown_rlvr.cli import stage_map
+
+    Repo.init(str(tmp_path), no_scm=True).close()
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "docs").mkdir()
     target = tmp_path / "dvc.yaml"
     target.write_text("stages: {}\n")
     monkeypatch.setattr(experiment, "OUT", target)
     assert experiment.main(["--check"]) == 1
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--write" in err
+    assert len(err.splitlines()) == 1 and err.startswith("dvc.yaml ") and "--write" in err
     assert experiment.main(["--write"]) == 0
     assert target.read_text() == experiment.generate()
-    assert [p.name for p in tmp_path.iterdir()] == ["dvc.yaml"]  # no temporary left
+    dag = tmp_path / stage_map.OUT
+    assert dag.read_text() == (ROOT / stage_map.OUT).read_text()  # the committed map: current
+    assert not [p for p in tmp_path.rglob("*.tmp") if ".dvc" not in p.parts]  # none left
     assert experiment.main(["--check"]) == 0
+    dag.write_text(dag.read_text().replace("sft", "sfft"))
+    assert experiment.main(["--check"]) == 1
+    assert capsys.readouterr().err.startswith(f"{stage_map.OUT} is not")
 
 
 def test_every_replicated_stage_runs_over_its_chains_seeds():
@@ -147,3 +166,91 @@ def test_artifacts_and_curves_name_each_chains_first_seed():
              for f in spec["y"]]
     assert "dvclive/sft/r${replicates.seeds.0}/plots/metrics/train/loss.tsv" in files
     assert not [f for f in files if "/r0/" in f]
+
+
+def test_artifacts_are_the_policies_the_params_train_every_replicate_of():
+    params = {"ipo": {"sources": ["scripted"], "first_replicate_sources": ["hardneg"]},
+              "distill": {"conditions": ["R", "F1"], "first_replicate_conditions": ["F2"]}}
+    names = set(experiment.artifacts(params))
+    assert {"ipo_scripted", "distill_R", "distill_F1", "sft", "rloo", "int"} <= names
+    assert not {"ipo_easyneg", "ipo_hardneg", "distill_F2", "rloo_nocurr"} & names
+
+
+def test_every_artifact_is_a_model_some_stage_writes():
+    """Each registry entry, as DVC resolves it from params.yaml, is the out of a stage
+    dvc.yaml defines: `dvc artifacts get` never names a model the default run does not make."""
+    from dvc.repo import Repo
+
+    with Repo(str(ROOT)) as repo:
+        paths = {n: a.path for n, a in repo.artifacts.read()["dvc.yaml"].items()}
+        outs = {o.def_path for stage in repo.index.stages for o in stage.outs}
+    assert len(paths) >= 10
+    assert not {n: p for n, p in paths.items() if p not in outs}, "artifacts no stage writes"
+
+
+def _drives_lines(lines: list[str]) -> dict[str, str]:
+    """{params.yaml section: its `# drives:` comment} (the comment block above the key, from
+    the line that starts `# drives:` on)."""
+    out = {}
+    for i, line in enumerate(lines):
+        if not (m := re.match(r"([a-z_]+):", line)):
+            continue
+        j = i
+        while j > 0 and lines[j - 1].startswith("#"):
+            j -= 1
+        block = lines[j:i]
+        start = next((k for k, b in enumerate(block) if b.startswith("# drives:")), None)
+        if start is not None:
+            out[m.group(1)] = " ".join(b.lstrip("# ") for b in block[start:])
+    return out
+
+
+def test_every_drives_line_names_the_stages_that_read_its_section():
+    """params.yaml's `# drives:` comments are written by hand: each names every dvc.yaml stage
+    that lists a key of its section (by name, or `ipo*` for every stage named ipo...), so a
+    stage that starts reading a section cannot leave its comment behind."""
+    params = experiment.read_params(ROOT / "params.yaml")
+    drives = _drives_lines((ROOT / "params.yaml").read_text().splitlines())
+    readers: dict[str, set[str]] = {}
+    for stage in STAGES:
+        for key, _ in ([] if stage.all_params else param_keys(stage, params)):
+            sections = ARMS[stage.name] if key.startswith("${item.") else [key.split(".")[0]]
+            for section in sections:
+                readers.setdefault(section, set()).add(stage.name)
+    sections = [s for s, v in params.items() if isinstance(v, dict)]
+    assert [s for s in sections if s not in drives] == [], "sections with no `# drives:` line"
+    missing = {}
+    for section in sections:
+        if "every stage" in drives[section]:  # model: read by every stage that loads one
+            continue
+        wild = re.findall(r"(\w+)\*", drives[section])
+        missing[section] = sorted(
+            name for name in readers.get(section, ())
+            if not re.search(rf"(?<!\w){name}(?!\w)", drives[section])
+            and not any(name.startswith(w) for w in wild))
+    assert not {s: m for s, m in missing.items() if m}, "stages their `# drives:` line misses"
+
+
+def test_the_training_stages_start_with_the_launcher_and_the_default_is_python():
+    """`${launcher}` starts the training scripts; at `launcher: python` every cmd DVC resolves
+    is the one dvc.lock records (nothing re-runs), and the check refuses shell code in it."""
+    from dvc.repo import Repo
+
+    from countdown_rlvr.cli.stage_params import check_all
+    from countdown_rlvr.core.errors import StageError
+
+    launched = {s.name for s in STAGES if s.launched}
+    assert {"base", "sft", "ipo", "ipo_first", "rloo", "rloo_nocurr", "opd"} == launched
+    doc = yaml.safe_load(experiment.generate())["stages"]
+    for name, stage in doc.items():
+        cmd = (stage.get("do") or stage)["cmd"]
+        assert cmd.startswith("${launcher} " if name in launched else "python "), cmd
+    params = experiment.read_params(ROOT / "params.yaml")
+    assert params["launcher"] == "python"
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    with Repo(str(ROOT)) as repo:
+        cmds = {s.addressing: s.cmd for s in repo.index.stages}
+    assert {a: c for a, c in cmds.items() if a in lock and lock[a]["cmd"] != c} == {}
+    assert check_all(params) > 0
+    with pytest.raises(StageError, match="`launcher` .* plain words"):
+        check_all({**params, "launcher": "python; rm -rf ~"})

@@ -1,5 +1,6 @@
 """Every file of overrides applies with `dvc exp run $(python -m countdown_rlvr.cli.overrides FILE)`:
-DVC refuses a key params.yaml does not have, so each file's keys must all be params.yaml's."""
+DVC refuses a key params.yaml does not have, so each file's keys must all be params.yaml's; and
+the policy lists the files copy stay in step with params.yaml's."""
 
 import pytest
 import yaml
@@ -15,3 +16,45 @@ def test_every_override_names_a_key_of_params_yaml(name):
     keys = leaves(yaml.safe_load((ROOT / name).read_text()))
     assert keys, f"{name} overrides nothing"
     assert [k for k in keys if k not in PARAMS] == []
+
+
+# The override files copy params.yaml's policy lists whole (an override replaces a list):
+# these checks keep the copies in step with params.yaml, the one place a new policy is listed.
+LISTS = ("policies", "first_replicate_only")
+
+
+def _with(name: str) -> dict:
+    from conftest import merge
+    return merge(yaml.safe_load((ROOT / "params.yaml").read_text()),
+                 yaml.safe_load((ROOT / name).read_text()))
+
+
+def _trained(params: dict) -> set[str]:
+    """Every policy a run of `params` trains: what an `evaluate` list may name."""
+    from countdown_rlvr.analysis.chains import INT_POLICIES
+    from countdown_rlvr.core.arms import ARMS
+
+    ipo, distill = params["ipo"], params["distill"]
+    return {"sft", *(a.name for a in ARMS), *INT_POLICIES,
+            *(f"ipo_{s}" for s in ipo["sources"] + ipo["first_replicate_sources"]),
+            *(f"distill_{c}" for c in distill["conditions"] + distill["first_replicate_conditions"])}
+
+
+def test_the_secondary_lists_hold_the_defaults_lists():
+    """params.secondary.yaml adds to the default run: its lists contain params.yaml's."""
+    default, secondary = yaml.safe_load((ROOT / "params.yaml").read_text()), _with(
+        "params.secondary.yaml")
+    for key in LISTS:
+        assert [p for p in default["evaluate"][key] if p not in secondary["evaluate"][key]] == []
+    assert [p for p in default["compare"]["pairs"] if p not in secondary["compare"]["pairs"]] == []
+
+
+def test_the_smoke_lists_are_the_secondary_lists_the_smoke_run_can_train():
+    """params.smoke.yaml's policy lists are the secondary's (every policy, in its order) less
+    the policies the smoke run does not train (no teacher pairs: ipo_easyneg, ipo_hardneg); its
+    pairs are some of the secondary's."""
+    smoke, secondary = _with("params.smoke.yaml"), _with("params.secondary.yaml")
+    trained = _trained(smoke)
+    for key in LISTS:
+        assert smoke["evaluate"][key] == [p for p in secondary["evaluate"][key] if p in trained], key
+    assert [p for p in smoke["compare"]["pairs"] if p not in secondary["compare"]["pairs"]] == []

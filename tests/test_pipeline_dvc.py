@@ -73,9 +73,19 @@ def test_branch_diff_plots_and_metrics_in_a_clone_without_the_cache(committed_ru
     pipe = copy_of(committed_run, tmp_path / "repo")
     assert pipe.run("dvc", "status").stdout.strip().startswith("Data and pipelines are up to date")
     pipe.run("git", "checkout", "-qb", "shaped")
+    # a timing file git does not track yet, as a stage new to the experiment writes one
+    timing = "reports/timings/rloo/r0.json"
+    pipe.run("git", "rm", "-q", "--cached", timing)
+    pipe.run(*GIT, "commit", "-qm", "rloo@rloo-0's timing untracked")  # the file stays
     exp = pipe.run("dvc", "exp", "run", "-S", "rloo.reward=shaped")
     assert {"rloo@rloo-0", "rloo@rloo-1"} <= ran(exp) and not {"sft@0", "sft@1"} & ran(exp)
     assert not {"rloo@rloo_shaped-0", "rloo@rloo_shaped-1"} & ran(exp)  # sets its own reward
+    # the experiment keeps it (a stage out, so DVC commits it with the run): nothing untracked
+    assert "untracked" not in exp.stdout + exp.stderr, exp.stderr[-2000:]
+    name = re.search(r"Ran experiment\(s\): (\S+)", exp.stdout).group(1)
+    refs = pipe.run("git", "for-each-ref", "refs/exps", "--format=%(refname) %(objectname)")
+    sha = [r.split()[1] for r in refs.stdout.splitlines() if r.split()[0].endswith("/" + name)]
+    assert len(sha) == 1 and pipe.run("git", "ls-tree", "--name-only", sha[0], timing).stdout
     commit(pipe, "rloo: shaped reward")
 
     clone = Pipeline(tmp_path / "clone")

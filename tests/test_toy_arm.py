@@ -1,7 +1,8 @@
 """The arms have one home, countdown_rlvr.core.arms: adding one is a registry entry plus its params.yaml
 section. The unit tests check that nothing else names an arm and that the derived lists
 follow the registry; the slow one adds a toy RLOO arm to a copy of the repo that way,
-regenerates dvc.yaml there and trains and evaluates the arm through `dvc repro`."""
+regenerates dvc.yaml and docs/dag.md there with one command (the four files docs/design.md
+lists change, no other) and trains and evaluates the arm through `dvc repro`."""
 
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ def _add_toy_arm(registry: Path) -> None:
 def test_a_toy_arm_is_one_registry_entry_and_one_params_section(tmp_path, monkeypatch):
     pipe = make_pipeline(tmp_path / "repo")
     monkeypatch.setenv("PYTHONPATH", str(pipe.path / "src"))  # the copy's code, not this one
+    (pipe.path / "docs").mkdir()  # the copy's map, made as the committed one is
+    pipe.run("python", "-m", "countdown_rlvr.cli.experiment", "--write")
     pipe.repro("rloo@rloo-0")  # an arm already trained: adding another must not re-run it
     pipe.run("git", "add", "-A")
     pipe.run("git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "rloo trained")
@@ -70,7 +73,7 @@ def test_a_toy_arm_is_one_registry_entry_and_one_params_section(tmp_path, monkey
     pipe.run("python", "-m", "countdown_rlvr.cli.experiment", "--write")
     changed = pipe.run("git", "status", "--short").stdout.split("\n")
     assert sorted(line[3:] for line in changed if line) == [
-        "dvc.yaml", "params.yaml", "src/countdown_rlvr/core/arms.py"]
+        "docs/dag.md", "dvc.yaml", "params.yaml", "src/countdown_rlvr/core/arms.py"]
     dvc_yaml = (pipe.path / "dvc.yaml").read_text()
     assert "arm: [rloo, rloo_shaped, rloo_toy]" in dvc_yaml
 

@@ -1,8 +1,9 @@
 """The pipeline in one table: every dvc.yaml stage, in run order. dvc.yaml is made from it.
 
     python -m countdown_rlvr.cli.experiment            # print dvc.yaml
-    python -m countdown_rlvr.cli.experiment --write    # write it (tests/test_experiment.py checks
-    python -m countdown_rlvr.cli.experiment --check    # that the committed file is current)
+    python -m countdown_rlvr.cli.experiment --write    # write it and its map, docs/dag.md
+    python -m countdown_rlvr.cli.experiment --check    # exit 1 when either is stale (as
+                                                       # tests/test_experiment.py checks)
 
 A stage's entry below says what only it can say: its script (stages/<script>.py) and
 arguments, its matrix, the data it reads and the files it writes. The rest is derived:
@@ -26,12 +27,15 @@ each a subset of it), so a seed added to one chain adds only that chain's stages
 training stage has its evaluation, `evaluate_<stage>`, over the same matrix
 (`ipo@easyneg-1` -> `evaluate_ipo@easyneg-1`): every policy is sampled on the seeds
 of the chain that trains it. Arguments that interpolate `${item...}` are quoted: a name never
-reaches the shell as code.
+reaches the shell as code. The training stages' cmd starts with `${launcher}` instead of
+`python` (params.yaml: `python`, or `accelerate launch ...` for several processes), a command
+by design, which the params check keeps to plain words.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from collections import Counter
@@ -43,12 +47,16 @@ import yaml
 from ..core.arms import arms
 from ..core.config import seeds_key
 from ..core.io import read_params, write_text
+from . import stage_map
 from .imports import PACKAGE, ROOT, SRC, closure
 from .stage_params import ARMS, leaves, reads, resolved_keys
 
 OUT = ROOT / "dvc.yaml"
 WIDTH = 100  # dvc.yaml's comments are wrapped to fit (a long interpolated path cannot be)
 SEED = "${item.seed}"
+# what runs a training script: params.yaml's top-level `launcher` (`python`, the default, or
+# `accelerate launch ...` for several processes); the other stages run with plain `python`
+LAUNCHER = "${launcher}"
 
 
 def seeds(chain: str) -> str:
@@ -90,6 +98,7 @@ class Stage:
     metrics: tuple[str | Out, ...] = ()
     code: tuple[str, ...] = ()  # code deps, when not the script's imports
     all_params: bool = False  # depends on all of params.yaml
+    launched: bool = False  # a trainer: its cmd starts with params.yaml's `launcher` (LAUNCHER)
 
 
 def details(name: str) -> Out:
@@ -97,18 +106,25 @@ def details(name: str) -> Out:
     return Out(f"reports/details/{name}.json", cache=False)
 
 
+def timing(name: str) -> Out:
+    """The stage's wall times, in git: reports/timings/<name>.json. An out (its hash in
+    dvc.lock) so that `dvc exp run` commits it with the experiment; no stage reads it."""
+    return Out(f"reports/timings/{name}.json", cache=False)
+
+
 def model(name: str, seed: str | None = SEED) -> str:
     return f"data/models/{name}" + (f"/r{seed}" if seed else "")
 
 
 def trained(name: str, logs: str = "", replicated: bool = True) -> tuple[Out, ...]:
-    """What a training stage writes: the model, its per-step curves and its details, under
-    data/models/<name>, dvclive/<logs> and reports/details/<logs> (logs: the name), per seed."""
+    """What a training stage writes: the model, its per-step curves, its details and its wall
+    times, under data/models/<name>, dvclive/<logs> and reports/{details,timings}/<logs>
+    (logs: the name), per seed."""
     r, logs = (f"/r{SEED}" if replicated else ""), logs or name
     return (Out(model(name, SEED if replicated else None)),
             Out(f"dvclive/{logs}{r}", "per-step curves (TSV), in git for `dvc plots`",
                 cache=False),
-            details(f"{logs}{r}"))
+            details(f"{logs}{r}"), timing(f"{logs}{r}"))
 
 
 CHECKED = Out("reports/details/check_params.json", "runs first")
@@ -144,12 +160,14 @@ def arm_stages(script: str, note: str, key: str, inputs: tuple) -> list[Stage]:
     first = [a for a in arms(script) if a.replicates == "first"]
     every = Stage(script, note, chain=script, matrix={key: list(ARMS[script]),
                                                       "seed": seeds(script)},
-                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}"))
+                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}"),
+                  launched=True)
     return [*with_evaluation(every, f"${{item.{key}}}"),
             *(s for a in first for s in with_evaluation(
                 Stage(a.name, f"{a.about}: a secondary arm, the first seed of replicates.{script}"
                       " only", chain=script, script=script, matrix={"seed": first_seed(script)},
-                      args=(ARMS[a.name][0], SEED), inputs=inputs, outs=trained(a.name)),
+                      args=(ARMS[a.name][0], SEED), inputs=inputs, outs=trained(a.name),
+                      launched=True),
                 a.name))]
 
 
@@ -164,7 +182,7 @@ INT = Stage(
                                                     "int_solver_sft")),
           Out(f"dvclive/int/r{SEED}", "per-step curves of its sft, rloo, plain_rl, "
               "solver_sft phases", cache=False),
-          details(f"int/r{SEED}")))
+          details(f"int/r{SEED}"), timing(f"int/r{SEED}")))
 
 
 STAGES = [
@@ -177,7 +195,7 @@ STAGES = [
     Stage("problems", "train / test / ood / unseen problem sets, pairwise disjoint", gated=True,
           outs=("data/problems", details("problems"))),
     Stage("base", "the base model every later stage starts from", gated=True,
-          outs=trained("base", replicated=False)),
+          outs=trained("base", replicated=False), launched=True),
     Stage("traces", "verified solver traces of the train problems, and repair-format examples",
           inputs=(TRAIN,),
           outs=("data/traces/solver.jsonl", "data/traces/repair.jsonl", details("traces"))),
@@ -191,7 +209,7 @@ STAGES = [
     Stage("dedup", "near-duplicate removal of the traces, then the train / val split of sft",
           inputs=("data/traces/solver.jsonl", "data/traces/teacher.jsonl",
                   "data/traces/repair.jsonl"),
-          outs=("data/sft", details("dedup"))),
+          outs=("data/sft", details("dedup"), timing("dedup"))),
     Stage("pairs", "preference pairs from every source; `ipo.sources` chooses among them",
           inputs=(TRAIN, "data/traces/solver.jsonl", "data/traces/teacher_samples.parquet",
                   BASE),
@@ -199,19 +217,22 @@ STAGES = [
     *with_evaluation(Stage(
         "sft", "the student, once per seed of replicates.seeds (every chain's are among them)",
         chain="sft", matrix={"seed": seeds("sft")}, args=(SEED,),
-        inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE), outs=trained("sft")),
+        inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE), outs=trained("sft"),
+        launched=True),
         "sft"),
     *with_evaluation(Stage(
         "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-1, ...",
         chain="ipo", matrix={"source": "${ipo.sources}", "seed": seeds("ipo")},
         args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
-        outs=trained("ipo_${item.source}", "ipo/${item.source}")), "ipo_${item.source}"),
+        outs=trained("ipo_${item.source}", "ipo/${item.source}"), launched=True),
+        "ipo_${item.source}"),
     *with_evaluation(Stage(
         "ipo_first", "a pairs source no seed claim uses (base): the first seed of "
         "replicates.ipo only", chain="ipo", script="ipo",
         matrix={"source": "${ipo.first_replicate_sources}", "seed": first_seed("ipo")},
         args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
-        outs=trained("ipo_${item.source}", "ipo/${item.source}")), "ipo_${item.source}"),
+        outs=trained("ipo_${item.source}", "ipo/${item.source}"), launched=True),
+        "ipo_${item.source}"),
     *arm_stages("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: "
                 "its keys over rloo's); `dvc exp run -S rloo.reward=shaped`", "arm",
                 inputs=(TRAIN, SFT)),
@@ -222,10 +243,11 @@ STAGES = [
           "measurement only: repair samples its attempts on train problems, never on these "
           "test ones", chain="sft",
           matrix={"seed": seeds("sft")}, args=(SEED,), inputs=(f"data/eval/sft/r{SEED}.parquet",),
-          outs=(details(f"diagnose/r{SEED}"),)),
+          outs=(details(f"diagnose/r{SEED}"), timing(f"diagnose/r{SEED}"))),
     Stage("repair", "attempts: the SFT policy's failed samples on the last repair.n_problems "
           "train problems", chain="repair", matrix={"seed": seeds("repair")}, args=(SEED,),
-          inputs=(TRAIN, SFT), outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"))),
+          inputs=(TRAIN, SFT),
+          outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"), timing(f"repair/r{SEED}"))),
     *with_evaluation(Stage(
         "distill", "one stage per repair condition and seed of replicates.repair: distill@R-1, "
         "...", chain="repair", matrix={"condition": "${distill.conditions}",
@@ -261,28 +283,42 @@ STAGES = [
           inputs=(Out("reports/details", "every stage's measurements (eval/, ipo/, distill/, "
                       "compare, ...)"), Out("dvclive", "the RL per-step curves"),
                   Out("plan.yaml", "the analysis plan: each claim's delta and planned power")),
-          outs=(Out("reports/report.md", cache=False), Out("reports/figures", cache=False)),
+          outs=(Out("reports/report.md", cache=False), Out("reports/figures", cache=False),
+                timing("report")),
           metrics=(Out("reports/metrics/eval", "<policy>.json: pass@1, pass@16, mean and SD over "
                        "replicates", cache=False),
                    Out("reports/metrics/claims", "<claim>.json: the claim's decision, effect "
                        "and p (Holm)", cache=False))),
 ]
 
-# The trained policies, as DVC model-registry artifacts (ARTIFACTS_NOTE): name -> (path, desc).
-ARTIFACTS = {
-    "base": ("data/models/base", "the pre-trained tiny base (shared by every replicate)"),
-    "teacher": ("data/models/teacher", "the frozen teacher behind teacher traces and OPD (shared)"),
-    "sft": (model("sft", first("sft")), "the student after SFT on the deduplicated traces"),
-    "ipo_scripted": (model("ipo_scripted", first("ipo")),
-                     "IPO from SFT on scripted (solver / operator-flip) pairs"),
-    "ipo_easyneg": (model("ipo_easyneg", first("ipo")),
-                    "IPO from SFT on teacher easy-negative pairs"),
-    "ipo_hardneg": (model("ipo_hardneg", first("ipo")), "IPO from SFT on teacher near-miss pairs"),
-    **{a.name: (model(a.name, first(a.script)), a.about) for a in arms() if a.replicates == "all"},
-    "distill_R": (model("distill_R", first("repair")),
-                  "self-distillation on successful resample repairs"),
-    "int": (model("int", first("int")), "intervention patch, then RL on the unsolved problems"),
-}
+# What each IPO pairs source trains on, for its model-registry entry
+IPO_PAIRS = {"scripted": "scripted (solver / operator-flip) pairs",
+             "easyneg": "teacher easy-negative pairs", "hardneg": "teacher near-miss pairs",
+             "base": "base-model failure pairs"}
+
+
+def artifacts(params: dict) -> dict[str, tuple[str, str]]:
+    """The policies `params` trains on every seed of their chain, and the two shared models, as
+    DVC model-registry artifacts (ARTIFACTS_NOTE): name -> (path, desc). dvc.yaml is made from
+    params.yaml, so these are the default run's: every path is a model some stage writes
+    (tests/test_experiment.py); an opt-in or first-replicate policy is no entry."""
+    return {
+        "base": ("data/models/base", "the pre-trained tiny base (shared by every replicate)"),
+        "teacher": ("data/models/teacher",
+                    "the frozen teacher behind teacher traces and OPD (shared)"),
+        "sft": (model("sft", first("sft")), "the student after SFT on the deduplicated traces"),
+        **{f"ipo_{s}": (model(f"ipo_{s}", first("ipo")),
+                        f"IPO from SFT on {IPO_PAIRS.get(s, f'{s} pairs')}")
+           for s in params["ipo"]["sources"]},
+        **{a.name: (model(a.name, first(a.script)), a.about) for a in arms()
+           if a.replicates == "all"},
+        **{f"distill_{c}": (model(f"distill_{c}", first("repair")),
+                            f"self-distillation on the successful {c} repairs"
+                            + (" (resample)" if c == "R" else ""))
+           for c in params["distill"]["conditions"]},
+        "int": (model("int", first("int")),
+                "intervention patch, then RL on the unsolved problems"),
+    }
 
 
 def _runs(script: str | None = None, every: bool = False) -> list[str]:
@@ -488,7 +524,8 @@ def _stage_lines(stage: Stage, sections: dict[str, list], shared: dict, anchors:
                   for k, v in stage.matrix.items()]
     args = [f"'{a}'" if "${" in a else a for a in stage.args]
     script = f"stages/{stage.script or stage.name}.py"
-    lines.append(f"{pad}cmd: " + " ".join(["python", script, *args]))
+    run = LAUNCHER if stage.launched else "python"
+    lines.append(f"{pad}cmd: " + " ".join([run, script, *args]))
     for name, entries in sections.items():
         key = (name, repr(entries))
         if key in anchors:  # written before: name it
@@ -526,31 +563,47 @@ def generate(params: dict | None = None) -> str:
     lines, anchors = ["stages:"], {}
     for stage, its in zip(STAGES, sections):
         lines += _stage_lines(stage, its, shared, anchors)
-    artifacts = {name: {"path": path, "type": "model", "desc": desc}
-                 for name, (path, desc) in ARTIFACTS.items()}
+    registry = {name: {"path": path, "type": "model", "desc": desc}
+                for name, (path, desc) in artifacts(params).items()}
     plots = [{title: {"x": "step", "x_label": "optimizer step", "y_label": label,
                       "y": {f"dvclive/{run}/plots/metrics/train/{metric}.tsv": metric
                             for run in runs}}}
              for title, (label, metric, runs) in CURVES.items()]
-    return "\n".join([HEADER + "\n".join(lines), "", ARTIFACTS_NOTE + _dump("artifacts", artifacts),
+    return "\n".join([HEADER + "\n".join(lines), "", ARTIFACTS_NOTE + _dump("artifacts", registry),
                       PLOTS_NOTE + _dump("plots", ["reports/figures", *plots])])
+
+
+def _map() -> str:
+    """docs/dag.md as `countdown-rlvr dag` makes it from OUT (from OUT's directory: DVC names
+    the stages relative to the working directory)."""
+    with contextlib.chdir(OUT.parent):
+        return stage_map.make(".")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m countdown_rlvr.cli.experiment",
                                  description="Print dvc.yaml as the experiment table makes it.")
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help=f"write it to {OUT.name}")
+    mode.add_argument("--write", action="store_true",
+                      help=f"write it to {OUT.name}, then the stage map {stage_map.OUT} "
+                      "(`countdown-rlvr dag`) from it: all an edit of the table changes")
     mode.add_argument("--check", action="store_true",
-                      help=f"exit 1 when the committed {OUT.name} differs from it")
+                      help=f"exit 1 when the committed {OUT.name} or {stage_map.OUT} differs")
     args = ap.parse_args(argv)
     text = generate()
+    dag = OUT.parent / stage_map.OUT  # the map DVC draws from OUT, beside it
     if args.write:
         write_text(OUT, text)  # atomic: a temporary file, then a rename
-        print(f"wrote {OUT.name}: {len(STAGES)} stages")
+        write_text(dag, _map())  # the map of the file just written
+        print(f"wrote {OUT.name}: {len(STAGES)} stages, and {stage_map.OUT}")
     elif args.check:
+        stale = None
         if not OUT.is_file() or OUT.read_text() != text:
-            print(f"{OUT.name} is not what experiment.py makes: run `python -m "
+            stale = OUT.name
+        elif not dag.is_file() or dag.read_text() != _map():  # drawn from OUT: checked after it
+            stale = stage_map.OUT
+        if stale:
+            print(f"{stale} is not what experiment.py makes: run `python -m "
                   "countdown_rlvr.cli.experiment --write`", file=sys.stderr)
             return 1
     else:

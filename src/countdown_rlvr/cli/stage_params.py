@@ -17,6 +17,7 @@ list; adding a seed must train the new replicate only, not re-run every existing
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ MODEL_RUN = ("model.dtype", "model.threads")  # every stage that loads a model
 STYLE = ("model.prompt_style",)  # every stage that builds prompts
 # a training stage's skill check (ipo, distill): pass@1 sampled as `evaluate` samples
 SKILL = ("sampler", "evaluate.batch_size")
+# params.yaml's one top-level value that is no section: the command dvc.yaml puts before a
+# training script (`python`, `accelerate launch ...`); it reaches the shell, so plain words only
+LAUNCHER = "launcher"
+_WORDS = re.compile(r"[\w./=:,+-]+( [\w./=:,+-]+)*")
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,8 @@ def check_all(params: dict) -> int:
     fix: values no rule allows, unknown or missing keys, relations within a section
     (`__post_init__`) and across sections. So one `dvc repro` shows all there is to fix."""
     # each arm's section checked as its script's: only this check reads the arm registry
-    bad = bad_values(params, {a.name: a.inherits for a in A.ARMS if a.inherits})
+    bad = bad_values({k: v for k, v in params.items() if k != LAUNCHER},
+                     {a.name: a.inherits for a in A.ARMS if a.inherits})
     found: dict[Section, list[str]] = {}  # each section's problems, built once for all stages
     built = 0
     for stage, arm in stage_instances(params):
@@ -164,7 +170,8 @@ def check_all(params: dict) -> int:
             if isinstance(r, Section):
                 _section_problems(params, Section(r.path, r.cls, r.inherit), bad, found)
                 built += 1
-    problems = [*bad.values(), *(p for ps in found.values() for p in ps)]
+    problems = [*launcher_problems(params), *bad.values(),
+                *(p for ps in found.values() for p in ps)]
     broken = {_top(k) for k in bad} | {_top(s.path) for s, ps in found.items() if ps}
     problems = list(dict.fromkeys([*problems, *cross_section_problems(params, broken)]))
     if problems:
@@ -172,6 +179,15 @@ def check_all(params: dict) -> int:
         raise StageError("check_params", f"params.yaml has {n}; fix each (in params.yaml or "
                          "the `-S` override) and run again:\n  " + "\n  ".join(problems))
     return built
+
+
+def launcher_problems(params: dict) -> list[str]:
+    """The `launcher` value's problem, if any: words of letters, digits and `-_./=:,+`."""
+    value = params.get(LAUNCHER)
+    if isinstance(value, str) and _WORDS.fullmatch(value):
+        return []
+    return [(f"`{LAUNCHER}` ({value!r}) must be the command that runs a training script, as "
+             "plain words: `python`, or e.g. `accelerate launch --num_processes 2`")]
 
 
 def _section_problems(params: dict, s: Section, bad: dict[str, str],
