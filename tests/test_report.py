@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from countdown_rlvr.analysis.compare import PER_PROBLEM_COLUMNS
 from countdown_rlvr.analysis.report import (
     F0_LABEL,
     FIGURES,
@@ -22,7 +23,6 @@ from countdown_rlvr.analysis.report import (
     render_report,
     report_policies,
 )
-from countdown_rlvr.analysis.compare import PER_PROBLEM_COLUMNS
 from countdown_rlvr.core.config import CHAINS
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
