@@ -50,6 +50,7 @@ from scipy.stats import binomtest
 from scipy.stats import t as t_dist
 
 from ..core.config import chain_path, seeds_key
+from ..eval.metrics import pass_at_k
 from ..stats import (
     MAX_REPLICATES,
     FlooredTest,
@@ -589,8 +590,9 @@ def per_problem(inp: Inputs, policy: str, split: str = "test"
 
 
 def pass_at_k_per_problem(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
-    """Unbiased pass@k of each problem from n samples with c correct: 1 - C(n-c, k)/C(n, k)."""
-    return 1.0 - comb(n - c, k) / comb(n, k)
+    """Unbiased pass@k of each problem from n samples with c correct (eval.metrics.pass_at_k,
+    the estimator every stage uses)."""
+    return np.array([pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c, strict=True)])
 
 
 def zero_share_per_problem(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
