@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..core.train_config import SFT
-from ..model.policy import n_parameters, render_prompts
+from ..model.policy import n_parameters, render_prompts, save_policy_dir
 from . import runtime
 from .losses import completion_nll
 
@@ -83,12 +83,15 @@ def sft_rows(tokenizer, examples: list[tuple], cfg: SFT) -> tuple[list, int]:
 
 
 def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=None,
-              stats: dict[str, Any] | None = None, group_by_length: bool = True):
+              stats: dict[str, Any] | None = None, group_by_length: bool = True,
+              checkpoints: dict[int, str | Path] | None = None):
     """Train `model` on (prompt, completion) pairs; returns the (unwrapped) trained model.
 
     live: a dvclive.Live (main process only) for per-step curves. stats: an optional dict,
     filled with a summary (steps, tokens, losses, throughput). group_by_length: batches of
-    similar lengths (less padding), in random order (not with cfg.pack).
+    similar lengths (less padding), in random order (not with cfg.pack). checkpoints: {step:
+    directory}: the policy as it is after that optimizer step, saved there (main process) as
+    the final one is, so a stage can hand an earlier point of its own run to later stages.
     """
     if not examples:
         raise ValueError("no training examples")
@@ -99,6 +102,9 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
     pad_id = runtime.pad_token_id(tokenizer)
     model, loop = runtime.prepare_loop(accelerator, model, rows, cfg,
                                        lambda b: collate(b, pad_id), lengths)
+    if bad := sorted(s for s in checkpoints or {} if not 1 <= s <= loop.total):
+        raise ValueError(f"checkpoint steps {bad} are outside the run's steps 1..{loop.total}; "
+                         "ask for steps within max_steps")
     if accelerator.is_main_process:
         print(f"[train] {len(examples)} examples -> {len(rows)} rows "
               f"({n_cut} cut at max_len={cfg.max_len}), "
@@ -122,8 +128,12 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
                   "token_acc": (counts[2] / counts[1].clamp_min(1)).item(),
                   "lr": loop.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm)}, CURVES,
                  lambda r: {"loss": f"{r['loss']:.3f}", "acc": f"{r['token_acc']:.3f}"})
+        if step in (checkpoints or {}) and accelerator.is_main_process:
+            save_policy_dir(accelerator.unwrap_model(model), tokenizer, checkpoints[step])
         if stop := runtime.stop_reason(accelerator, cfg, step, loop.total, log.t0):
             break
+    if missing := sorted(s for s in checkpoints or {} if s > step):
+        raise ValueError(f"checkpoint steps {missing}: the run stopped at step {step} ({stop})")
     model, seconds = log.close(accelerator, model)
     summary = {**runtime.supervised_summary(log, loop, stop, seen, seconds, n_proc),
                "examples": len(examples), "rows": len(rows), "examples_cut": n_cut,
@@ -136,8 +146,10 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
 
 
 def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
-            out_dir: str | Path, extra_metrics: dict[str, Any] | None = None):
-    """train_sft with dvclive/<stage> curves; saves to `out_dir`, writes the metrics."""
+            out_dir: str | Path, extra_metrics: dict[str, Any] | None = None,
+            checkpoints: dict[int, str | Path] | None = None):
+    """train_sft with dvclive/<stage> curves; saves to `out_dir` (and `checkpoints`, as
+    train_sft), writes the metrics."""
     def metrics(model, stats: dict[str, Any]) -> dict[str, Any]:
         return {**(extra_metrics or {}), "n_params": n_parameters(model), "examples": len(examples),
                 **{k: stats[k] for k in ("steps", "planned_steps", "stopped_by", "epochs")},
@@ -146,7 +158,7 @@ def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
                                                    "token_acc_final")}}
 
     def train(live, stats):
-        return train_sft(model, tok, examples, cfg, live, stats)
+        return train_sft(model, tok, examples, cfg, live, stats, checkpoints=checkpoints)
 
     return runtime.fit_and_save(stage, tok, out_dir, train, metrics, config=cfg)[0]
 
