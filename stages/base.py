@@ -17,19 +17,18 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 
 from countdown_rlvr.core.config import Model, from_section
 from countdown_rlvr.core.pretrain_config import Base
-from countdown_rlvr.model.policy import load_stage, new_tiny, pretraining_corpus
+from countdown_rlvr.model.policy import load_stage, new_tiny
+from countdown_rlvr.train.pretrain import fit_pretrain
 from countdown_rlvr.train.runtime import pass_through
-from countdown_rlvr.train.sft import fit_sft
 
 OUT = Path("data/models/base")
 
 
 def pretrain_tiny(model_cfg: Model, cfg: Base) -> None:
     model, tok = new_tiny(model_cfg.tiny_preset, model_cfg.seed)
-    docs = pretraining_corpus(cfg.corpus_size, seed=cfg.seed, facts_frac=cfg.facts_frac)
-    fit_sft("base", model, tok, [("", d) for d in docs], cfg, OUT,
-            {"base": "tiny", "trained": True, "tiny_preset": model_cfg.tiny_preset,
-             "corpus_docs": len(docs)})
+    fit_pretrain("base", model, tok, cfg, OUT,
+                 {"base": "tiny", "trained": True, "tiny_preset": model_cfg.tiny_preset,
+                  "corpus_docs": cfg.corpus_size})
 
 
 def main() -> None:

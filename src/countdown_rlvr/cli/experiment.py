@@ -199,8 +199,11 @@ STAGES = [
     Stage("traces", "verified solver traces of the train problems, and repair-format examples",
           inputs=(TRAIN,),
           outs=("data/traces/solver.jsonl", "data/traces/repair.jsonl", details("traces"))),
+    # BASE: what `teacher.init: base` starts from; a dep under every init, since dvc.yaml is
+    # made from params.yaml and `-S teacher.init=base` must then re-run on a changed base
     Stage("teacher", "the model whose samples become teacher traces and OPD targets",
-          inputs=("data/traces/solver.jsonl", BASE),
+          inputs=("data/traces/solver.jsonl",
+                  Out(BASE, "teacher.init: base starts from it (a dep under every init)")),
           outs=trained("teacher", replicated=False)),
     Stage("teacher_traces", "K teacher samples per train problem; the correct ones are traces",
           inputs=(TRAIN, TEACHER),

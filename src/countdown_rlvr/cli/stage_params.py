@@ -68,7 +68,10 @@ READS: dict[str, Any] = {
     "base": lambda: [*MODEL_RUN, "model.base", "model.tiny_preset", "model.seed",
                      Section("base", Base)],
     "traces": lambda: [Section("traces", Traces), *STYLE],
-    "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher)],
+    # base: `teacher.init: pretrain` pre-trains the teacher preset by the base section's recipe.
+    # Listed whatever the init: dvc.yaml is made from params.yaml, so one made under another
+    # init must still re-run the teacher when `-S teacher.init=pretrain` changes the base keys
+    "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher), Section("base", Base)],
     "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE],
     "dedup": lambda: [Section("dedup", Dedup)],
     "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE],

@@ -22,8 +22,11 @@ class Base(Supervised):
 class Teacher(Supervised):
     """`teacher`: the model behind teacher traces and OPD."""
     base: Annotated[str, text]  # tiny = train a tiny model | hub id | model dir (passed through)
-    init: Annotated[str, choice("base", "scratch")]  # the pre-trained base | random weights
-    tiny_preset: Preset  # model.TINY_PRESETS entry for init: scratch
-    init_seed: Seed  # weight initialisation (scratch)
+    # where the tiny teacher starts before its trace training: pretrain = tiny_preset from
+    # init_seed, pre-trained by the `base:` section's recipe (its own base, so it can beat the
+    # student) | base = the student's pre-trained base (a peer) | scratch = random weights
+    init: Annotated[str, choice("pretrain", "base", "scratch")]
+    tiny_preset: Preset  # model.TINY_PRESETS entry for init: pretrain / scratch
+    init_seed: Seed  # weight initialisation (pretrain / scratch)
     hint_frac: Share  # share of prompts with a `Strategy:` hint
     pack: Flag  # as SFT.pack

@@ -349,11 +349,14 @@ def live_curves(name: str) -> Iterator[Any]:
 
 
 def fit_and_save(stage: str, tok, out_dir: str | Path, train: Callable, metrics: Callable | None = None,
-                 timing_keys: tuple[str, ...] = TIMING_KEYS, config: Any = None):
+                 timing_keys: tuple[str, ...] = TIMING_KEYS, config: Any = None,
+                 phases: dict[str, float] | None = None):
     """(trained model, stats): `train(live, stats)` with dvclive/<stage> curves, the policy saved
     atomically to `out_dir` (model or peft adapter, loadable from any directory), and, with
     `metrics(model, stats)`, reports/details/<stage>.json and reports/timings/<stage>.json.
-    Only the main process saves and writes."""
+    phases: {name: seconds} of the stage's work before `train` (the teacher's pre-training):
+    the timing's `seconds` is then the stage's total and its `phases` each part, this run's
+    as `train` (its tokens_per_s stays this run's). Only the main process saves and writes."""
     stats: dict[str, Any] = {}
     with live_curves(stage) as live:
         model = train(live, stats)
@@ -364,11 +367,21 @@ def fit_and_save(stage: str, tok, out_dir: str | Path, train: Callable, metrics:
                         also=lambda tmp: write_policy_card(tmp, out_dir, tok, config, stats))
     if metrics is not None:
         write_details(stage, metrics(model, stats))
-        write_timing(stage, {k: stats[k] for k in timing_keys})
+        timing = stage_timing({k: stats[k] for k in timing_keys}, phases)
+        write_timing(stage, timing)
         print(f"[{stage}] wrote {out_dir}, reports/details/{stage}.json, "
               f"reports/timings/{stage}.json, dvclive/{stage} "
-              f"({stats['steps']} steps, {stats['seconds']:.0f} s)")
+              f"({stats['steps']} steps, {timing['seconds']:.0f} s)")
     return model, stats
+
+
+def stage_timing(run: dict[str, Any], phases: dict[str, float] | None) -> dict[str, Any]:
+    """A training run's timing (`seconds`, ...) as its stage's: with earlier `phases`, seconds
+    becomes their sum with the run's, and `phases` names each (the run's as `train`)."""
+    if not phases:
+        return run
+    parts = {**phases, "train": run["seconds"]}
+    return {**run, "seconds": round(sum(parts.values()), 2), "phases": parts}
 
 
 def pass_through(stage: str, base: str, out_dir: str | Path) -> None:

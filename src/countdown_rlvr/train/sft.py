@@ -145,22 +145,37 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
     return model
 
 
+def run_summary(stats: dict[str, Any]) -> dict[str, Any]:
+    """What a stage's details record of one train_sft run (its `stats`): steps, stop rule,
+    tokens trained on, first / final loss and token accuracy (4 decimals). Reproducible: wall
+    time and throughput go to the timings instead."""
+    return {**{k: stats[k] for k in ("steps", "planned_steps", "stopped_by", "epochs")},
+            "tokens_seen": stats["completion_tokens"],
+            **{k: round(stats[k], 4) for k in ("loss_first", "loss_final", "token_acc_first",
+                                               "token_acc_final")}}
+
+
+def sft_metrics(extra: dict[str, Any] | None = None):
+    """`metrics(model, stats)` of a stage whose policy is one train_sft run: `extra`, the
+    policy's parameter count, its examples and the run's `run_summary`."""
+    def metrics(model, stats: dict[str, Any]) -> dict[str, Any]:
+        return {**(extra or {}), "n_params": n_parameters(model), "examples": stats["examples"],
+                **run_summary(stats)}
+    return metrics
+
+
 def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
             out_dir: str | Path, extra_metrics: dict[str, Any] | None = None,
-            checkpoints: dict[int, str | Path] | None = None):
+            checkpoints: dict[int, str | Path] | None = None,
+            phases: dict[str, float] | None = None):
     """train_sft with dvclive/<stage> curves; saves to `out_dir` (and `checkpoints`, as
-    train_sft), writes the metrics."""
-    def metrics(model, stats: dict[str, Any]) -> dict[str, Any]:
-        return {**(extra_metrics or {}), "n_params": n_parameters(model), "examples": len(examples),
-                **{k: stats[k] for k in ("steps", "planned_steps", "stopped_by", "epochs")},
-                "tokens_seen": stats["completion_tokens"],
-                **{k: round(stats[k], 4) for k in ("loss_first", "loss_final", "token_acc_first",
-                                                   "token_acc_final")}}
-
+    train_sft), writes the metrics. phases: seconds of the stage's earlier work (as
+    runtime.fit_and_save), e.g. the teacher's pre-training."""
     def train(live, stats):
         return train_sft(model, tok, examples, cfg, live, stats, checkpoints=checkpoints)
 
-    return runtime.fit_and_save(stage, tok, out_dir, train, metrics, config=cfg)[0]
+    return runtime.fit_and_save(stage, tok, out_dir, train, sft_metrics(extra_metrics),
+                                config=cfg, phases=phases)[0]
 
 
 @torch.no_grad()
