@@ -345,8 +345,12 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     assert all("Replicates to decide" not in claim_details(md, SHORT[n])
                for n in ("rloo_sharpens", "shaped", "ipo_sources"))  # nothing to plan
     found = claims.evaluate(inp)
+    # out of the families: the rows resting on rloo or ipo_scripted, and those the fixture
+    # has no data for (the early operating point, the dev split)
     assert {c.name for c, _ in claims.family(found)} == {
-        c.name for c in found if c.name not in {"rloo_sharpens", "shaped", "ipo_sources"}}
+        c.name for c in found if c.name not in {
+            "rloo_sharpens", "shaped", "ipo_sources", "opd_beats_rloo",
+            "shaped_premise_early", "shaped_early", "opd_collapses"}}
 
 
 def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):
@@ -723,30 +727,6 @@ def test_the_report_opens_with_what_was_found_and_the_forest_plot(complete):
     by = {c.name: c for c in found}
     assert by["self_distill"].unit == by["shaped"].unit == "pass@1 difference"
     assert by["zero_informative"].unit == "share − 50%"
-
-
-def test_anti_collapse_is_tested_on_pass_at_k_whatever_plain_opd_entropy_did(tmp_path):
-    """S4 states anti-collapse OPD on pass@16; whether plain OPD's rollout entropy collapsed
-    is the project's question, an extension row in its own Holm family: flattening plain
-    OPD's entropy in one replicate changes that row, not the seed's claim."""
-    from countdown_rlvr.analysis import claims
-
-    root = copy_fixture(tmp_path)
-    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
-    before = {c.name: c for c in claims.evaluate(inp)}
-    path = root / "reports/details/opd/r1.json"
-    m = json.loads(path.read_text())
-    path.write_text(json.dumps({**m, "entropy_final": m["entropy_first"] * 0.9}))
-    inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
-    after = {c.name: c for c in claims.evaluate(inp)}
-    ac = after["opd_anti_collapse"]
-    assert ac.tested and ac.family == claims.SEED
-    assert (ac.decision, ac.pvalue, ac.adjusted) == (before["opd_anti_collapse"].decision,
-                                                     before["opd_anti_collapse"].pvalue,
-                                                     before["opd_anti_collapse"].adjusted)
-    col = after["opd_collapses"]
-    assert col.family == claims.EXTENSION and col.effect < before["opd_collapses"].effect
-    assert col.name not in {c.name for c, _ in claims.family(after.values(), claims.SEED)}
 
 
 def test_power_is_the_plans_and_this_runs_estimate_never_observed_power():

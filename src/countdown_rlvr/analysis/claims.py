@@ -28,8 +28,10 @@ or the per-problem records) the claim says so and falls back to the t-test acros
 with its SD floored at the replicates' own sampling error (`stats.floored_t_test`).
 
 Families: the seeds' claims as the seeds state them are one Holm family; the project's
-extensions (contrasts no seed tested: F vs F0, R vs F0, plain OPD's entropy collapse) are
-another, so a seed's claim is never decided by a question it did not ask.
+extensions (contrasts no seed tested: F vs F0, R vs F0, whether plain OPD collapsed, the
+precondition of anti-collapse OPD) are another, so a seed's claim is never decided by a
+question it did not ask. The RL claims (S1's shaped reward at two operating points, S4's OPD
+rows) are in `claims_rl`.
 
 Not tested: a claim whose arm failed its check (`checks`) gets no decision and stays out of
 its family. For an inconclusive claim the report gives the replicates a test would need
@@ -795,59 +797,6 @@ def self_distill(inp: Inputs, plan: AnalysisPlan) -> Claim:
     return _pair_effect(inp, "distill_R", "sft", 1, c, plan.claims.get("self_distill"))
 
 
-def shaped_premise(inp: Inputs, plan: AnalysisPlan) -> Claim:
-    margin = plan.no_change_margin
-    c = Claim(f"S1 premise: binary-reward RLOO flat-lines: its pass@1 stays within ±{margin} "
-              "of SFT's", "flat reward curve, no learning", NO_CHANGE,
-              chain=pair_chain("rloo", "sft"), unit="pass@1 difference",
-              no_check="whether binary RLOO learns is the claim itself",
-              for_decision=Decision.EQUIVALENT)
-    c.seed_scaled, c.delta = 0.0, margin  # the seed: no learning; no change = within margin
-    rows, why = _pair_rows(inp, "rloo", "sft", 1)
-    if rows is None:
-        c.why_not = why
-        return c
-    crossed = _pair_crossed(inp, "rloo", "sft", 1)
-    c.model = _model_words(crossed)
-    two = _pair_test(inp, rows, crossed)
-    c.run = f"binary RLOO − SFT, pass@1 {_ci(two)}"
-    c.per_replicate = _per_replicate(rows)
-    c.test = (f"two one-sided {_kind(two)}s that pass@1 moves by less than {margin} either "
-              f"way" + _floor_words(two) + f"; against: the two-sided {_kind(two)} of the change")
-    c.equiv = _tost(two, margin)
-    c.pvalue, c.right_way, c.effect = c.equiv, True, two.mean
-    c.against = two.pvalue
-    _fill(c, two, [r["pass_diff"] for r in rows.values()])
-    c.parts = [Part("binary RLOO − SFT pass@1", "does binary RLOO learn?", two,
-                    says=("binary learns", "binary falls below SFT", "no detectable change"))]
-    c.plans = [Plan("within ±margin", margin - abs(two.mean), margin, two.sd, one_sided=True,
-                    crossed=two if isinstance(two, CrossedTest) else None, n=two.n)]
-    return c
-
-
-def shaped(inp: Inputs, plan: AnalysisPlan) -> Claim:
-    # S1 reports the shaped arm as a rollout accuracy (~0.73 on 3-number problems), not as a
-    # pass@1 difference; S0 ran the same pair on Countdown and gives one (its Table 3: binary
-    # RLOO pass@1 0.088, shaped 0.120), so that is the effect the plan scales
-    c = Claim("S1: the shaped reward restores learning: shaped-reward RLOO beats binary",
-              "shaped > binary (S1: ~0.73 3-number rollout acc.; S0: pass@1 "
-              "0.088 → 0.120)", EFFECT, arms=("rloo", "rloo_shaped"))
-    c = _pair_effect(inp, "rloo_shaped", "rloo", 1, c, plan.claims.get("shaped"))
-    diag = []
-    for arm in ("rloo", "rloo_shaped"):
-        runs = inp.runs.get(f"{arm}.json", {})
-        rise = [m["reward_mean_final"] - m["reward_mean_first"] for m in runs.values()
-                if m.get("reward_mean_final") is not None and m.get("reward_mean_first") is not None]
-        zs = [m["zero_std_groups"] / m["groups"] for m in runs.values() if m.get("groups")]
-        if rise:
-            diag.append(f"{arm}: reward rise {np.mean(rise):+.3f}, zero-std groups "
-                        f"{np.mean(zs):.0%} over the whole run" if zs
-                        else f"{arm}: reward rise {np.mean(rise):+.3f}")
-    c.note = ("diagnostic (not the test; any multi-level reward lowers it by construction): "
-              + "; ".join(diag)) if diag else ""
-    return c
-
-
 def ipo_sources(inp: Inputs, plan: AnalysisPlan) -> Claim:
     c = Claim("S1: verified teacher pairs (easyneg) beat scripted pairs for IPO, average "
               "pass@k over k", "avg pass@k easyneg 0.62 ≈ hardneg 0.61 > scripted 0.46", EFFECT,
@@ -955,54 +904,6 @@ def rloo_sharpens(inp: Inputs, plan: AnalysisPlan) -> Claim:
     return c
 
 
-def opd_collapses(inp: Inputs, plan: AnalysisPlan) -> Claim:
-    drop = plan.collapse_drop
-    c = Claim(f"Extension (anti-collapse's premise, no seed measured it): plain OPD's rollout "
-              f"entropy falls by more than {drop:.0%} from the first log window to the last",
-              "S4 reports the collapse as pass@16, not as entropy", ABOVE, chain="opd",
-              family=EXTENSION, seed_unusable="no seed measured it",
-              no_check="the claim is about plain OPD's own training",
-              unit=f"entropy fall − {drop:.0%}")
-    runs = inp.runs.get("opd.json", {})
-    tags = [t for t in (inp.tags_of("opd") or sorted(runs))
-            if get(runs, t, "entropy_first") and get(runs, t, "entropy_final") is not None]
-    if not tags:
-        c.why_not = "plain OPD's rollout entropy not measured"
-        return c
-    falls = [1 - runs[t]["entropy_final"] / runs[t]["entropy_first"] for t in tags]
-    res = floored_t_test(falls, null=drop, alternative="greater")
-    low = floored_t_test(falls, null=drop, alternative="less")
-    c.run = (f"entropy fall {_ci(res)} (" + ", ".join(
-        f"{t} {runs[t]['entropy_first']:.3f} → {runs[t]['entropy_final']:.3f}" for t in tags)
-        + ")")
-    c.per_replicate = ", ".join(f"{t} {f:+.1%}" for t, f in zip(tags, falls, strict=True))
-    c.test = (f"one-sided t-test across {res.n} replicates that the fall exceeds {drop:.0%}"
-              + _floor_words(res) + "; against: the one-sided test below it")
-    c.pvalue, c.against, c.right_way = res.pvalue, low.pvalue, True
-    c.effect = res.mean - drop
-    if res.ci_low is not None:
-        c.ci = (res.ci_low - drop, res.ci_high - drop)
-    c.replicate_effects = tuple(f - drop for f in falls)
-    c.plans = [Plan(f"fall − {drop:.0%}", abs(res.mean - drop), None, res.sd, True, n=res.n)]
-    return c
-
-
-def opd_anti_collapse(inp: Inputs, plan: AnalysisPlan) -> Claim:
-    k = max((int(k[1:]) for k in get(inp.compare, "pairs", "opd_ac_vs_opd", "test",
-                                     default={})), default=16)
-    c = Claim(f"S4: anti-collapse OPD keeps pass@{k} above plain OPD", "pass@16 0.840 vs 0.780",
-              EFFECT, arms=("opd", "opd_ac"))
-    c = _pair_effect(inp, "opd_ac", "opd", k, c, plan.claims.get("opd_anti_collapse"))
-    opd, rloo = inp.data.get("opd.json") or {}, inp.data.get("rloo.json") or {}
-    notes = ["whether plain OPD collapsed is its own (extension) row"]
-    if opd.get("groups") and rloo.get("groups"):
-        notes.append(f"both arms from SFT, same budget: {opd['groups']} prompt groups each vs "
-                     f"RLOO's {rloo['groups']}" + (" (underpowered)" if opd["groups"] <
-                                                    rloo["groups"] / 4 else ""))
-    c.note = "; ".join(notes)
-    return c
-
-
 def interventions(inp: Inputs, plan: AnalysisPlan) -> Claim:
     c = Claim("S3: interventions then RL beat plain RL on previously unsolved problems",
               "InT + RL > RL on D_hard (S3 Table 2, Fig. 8)", EFFECT, arms=("int",), chain="int",
@@ -1037,24 +938,40 @@ def interventions(inp: Inputs, plan: AnalysisPlan) -> Claim:
     return c
 
 
+# the RL claims (S1's shaped reward at two operating points, S4's OPD rows): claims_rl, which
+# reads the helpers above
+from .claims_rl import (
+    opd_anti_collapse,
+    opd_beats_rloo,
+    opd_collapses,
+    relate,
+    shaped,
+    shaped_early,
+    shaped_premise,
+    shaped_premise_early,
+)
+
 # each claim in a few words: the report's list and table, the forest plot
 SHORT = {"zero_informative": "S0: zero-signal share > 50%",
          "feedback": "S0: resample R beats every feedback F",
          "self_distill": "S0: SD-R > SFT, pass@1",
-         "shaped_premise": "S1 premise: binary RLOO flat vs SFT, pass@1",
-         "shaped": "S1: shaped > binary RLOO, pass@1",
+         "shaped_premise": "S1 premise, this run's SFT: binary flat, pass@1",
+         "shaped": "S1, this run's SFT: shaped > binary, pass@1",
+         "shaped_premise_early": "S1 premise, early SFT (S0's): binary flat, pass@1",
+         "shaped_early": "S1, early SFT (S0's): shaped > binary, pass@1",
          "ipo_sources": "S1: IPO easyneg > scripted, avg pass@k",
          "rloo_sharpens": "S4: RLOO raises pass@1, not pass@k",
+         "opd_beats_rloo": "S4: OPD > RLOO, pass@1 and pass@k",
          "opd_anti_collapse": "S4: anti-collapse OPD > OPD, pass@k",
          "interventions": "S3: InT + RL > RL, held-out pass@K",
          "every_f_beats_f0": "ext: every F beats F0",
          "resample_beats_f0": "ext: R beats F0",
-         "opd_collapses": "ext: plain OPD's entropy collapses"}
+         "opd_collapses": "ext: OPD collapsed on dev (pass@k < SFT's, pass@1 not)"}
 
 
 CLAIMS: tuple[Callable[[Inputs, AnalysisPlan], Claim], ...] = (
-    zero_informative, feedback, self_distill, shaped_premise, shaped, ipo_sources,
-    rloo_sharpens, opd_anti_collapse, interventions,
+    zero_informative, feedback, self_distill, shaped_premise, shaped, shaped_premise_early,
+    shaped_early, ipo_sources, rloo_sharpens, opd_beats_rloo, opd_anti_collapse, interventions,
     every_f_beats_f0, resample_beats_f0, opd_collapses)
 
 
@@ -1112,11 +1029,5 @@ def evaluate(inp: Inputs, plan: AnalysisPlan | None = None) -> list[Claim]:
         _holm_family(fam, plan.alpha)
     for c in claims:
         c.decision = c.decide(plan.alpha)
-    by = {c.name: c for c in claims}
-    premise, main = by.get("shaped_premise"), by.get("shaped")
-    if premise is not None and main is not None and premise.parts:
-        learns = (premise.parts[0].test.pvalue or 1) < plan.alpha and premise.effect > 0
-        main.context = (f"premise (its own row): {premise.decision.value}, binary RLOO − SFT "
-                        f"pass@1 {premise.effect:+.3f}, so this row asks whether shaped adds "
-                        "to a binary arm that " + ("learns" if learns else "is not shown to learn"))
+    relate({c.name: c for c in claims}, plan.alpha)
     return claims

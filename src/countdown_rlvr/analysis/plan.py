@@ -40,6 +40,7 @@ class ClaimPlan:
     seed_effect: float | None = None  # a seed effect stated directly (share - threshold)
     seed_k: tuple[float, float] | None = None  # a second quantity's from -> to (S4's pass@16)
     level_k: float | None = None  # and its development level
+    delta_k: float | None = None  # an effect claim's delta on the second quantity (same rule)
 
     @property
     def scaled_k(self) -> float | None:
@@ -72,7 +73,6 @@ class Plan:
     delta_fraction: float
     no_change_margin: float
     share_threshold: float
-    collapse_drop: float
     claims: Mapping[str, ClaimPlan] = field(default_factory=dict)
     path: str = PLAN_FILE
 
@@ -88,6 +88,23 @@ def rule_delta(fraction: float, seed_from: float, seed_to: float, level: float) 
     return abs(fraction * (seed_to - seed_from) / seed_from * level)
 
 
+def _check_delta_k(cp: ClaimPlan, fraction: float, where: str) -> None:
+    """An effect claim of two quantities (S4: OPD over RLOO on pass@1 and pass@16) has a
+    delta for each, both by the one rule: `delta_k` from `seed_k` at `level_k`."""
+    if cp.seed_k is None and cp.level_k is None:
+        if cp.delta_k is not None:
+            raise PlanError(f"{where}: delta_k {cp.delta_k} without a `seed_k` and a "
+                            "`level_k` to derive it from; add them or remove delta_k")
+        return
+    if cp.seed_k is None or cp.level_k is None:
+        raise PlanError(f"{where}: a second quantity needs both `seed_k` (from, to) and "
+                        "`level_k`")
+    want = rule_delta(fraction, *cp.seed_k, cp.level_k)
+    if cp.delta_k is None or abs(cp.delta_k - want) > 5e-4 + 1e-12:
+        raise PlanError(f"{where}: delta_k {cp.delta_k} breaks the rule ({fraction} x "
+                        f"relative change x level_k = {want:.4f}); set `delta_k: {want:.3f}`")
+
+
 def _need(d: Mapping, key: str, where: str):
     if key not in d:
         raise PlanError(f"{where}: `{key}` missing; add it (see the comments at the top of "
@@ -98,7 +115,7 @@ def _need(d: Mapping, key: str, where: str):
 def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
     top = {k: _need(raw, k, path) for k in ("written_before_run", "note", "alpha", "power",
                                            "delta_fraction", "no_change_margin",
-                                           "share_threshold", "collapse_drop", "claims")}
+                                           "share_threshold", "claims")}
     claims = {}
     for name, c in (top.pop("claims") or {}).items():
         where = f"{path}: claims.{name}"
@@ -111,7 +128,7 @@ def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
                        _need(c, "planned_power", where), seed.get("from"), seed.get("to"),
                        c.get("level"), str(c.get("level_source", "")), c.get("seed_effect"),
                        (c["seed_k"]["from"], c["seed_k"]["to"]) if c.get("seed_k") else None,
-                       c.get("level_k"))
+                       c.get("level_k"), c.get("delta_k"))
         if kind == "no_change" and cp.delta != top["no_change_margin"]:
             raise PlanError(f"{where}: a no-change claim's delta is the plan's "
                             f"no_change_margin ({top['no_change_margin']}), not {cp.delta}")
@@ -127,6 +144,10 @@ def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
             elif cp.delta is not None:
                 raise PlanError(f"{where}: delta {cp.delta} without a seed `from`/`to` and a "
                                 "`level` to derive it from; add them or set `delta: null`")
+            _check_delta_k(cp, top["delta_fraction"], where)
+        elif cp.delta_k is not None:
+            raise PlanError(f"{where}: `delta_k` is for an effect claim of two quantities; "
+                            "remove it")
         claims[name] = cp
     return Plan(**top, claims=claims, path=str(path))
 

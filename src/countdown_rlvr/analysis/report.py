@@ -758,8 +758,8 @@ def caveats_section(ctx: Context) -> list[str]:
             "itself mean more signal toward correct answers.")
     opd = ctx.data.get("opd.json") or {}
     if opd.get("groups") and rloo.get("groups"):
-        lines.append(f"- **OPD's budget**: `opd` and `opd_ac` both start from the SFT policy "
-                     f"and train on {opd['groups']} prompt groups each, against RLOO's "
+        lines.append(f"- **OPD's budget**: `opd` and `opd_ac` both start from the same policy "
+                     f"(`opd.init`) and train on {opd['groups']} prompt groups each, against RLOO's "
                      f"{rloo['groups']} (S4 gives them comparable budgets); where that is far "
                      "less, read their rows as a check of the method, not as S4's comparison.")
     lines += _teacher_caveat(ctx) + _ood_caveat(ctx)

@@ -10,7 +10,9 @@ keys every file by its one-draw name (`rloo.json`, `eval/rloo.json`) and holds t
 replicate's copy: the tables that show one training draw read it and say so. `Inputs.runs`
 holds every replicate's copy, for what is pooled over replicates (the seed claims, the
 policies table); `Inputs.compare` is compare.json whole (per-replicate and pooled results),
-while `data["compare.json"]` is its first replicate's per-run block. Each chain has its own
+while `data["compare.json"]` is its first replicate's per-run block. An evaluation's
+other splits (the development split `dev` of `evaluate.dev_policies`) are blocks of the same
+file: `Inputs.split_of(policy, split)` gives each replicate's. Each chain has its own
 seeds (`replicates.<chain>`): `Inputs.chains` holds each chain's tags, so an arm is checked,
 and a claim planned, on its own chain's replicates.
 
@@ -86,6 +88,13 @@ class Inputs:
     def first(self) -> str:
         """The replicate the one-draw tables show."""
         return self.replicates[0] if self.replicates else SHARED
+
+    def split_of(self, policy: str, split: str) -> dict[str, dict]:
+        """{replicate: its `split` block (pass@1, pass@16, ...)} of a policy's evaluation, for
+        the replicates that sampled that split (e.g. `dev`, the development split
+        `evaluate.dev_policies` adds; details written before it have none)."""
+        runs = self.runs.get(f"eval/{policy}.json", {})
+        return {t: m[split] for t, m in runs.items() if isinstance(m.get(split), dict)}
 
     def evals(self) -> dict[str, dict]:
         """Eval details of the policies that have them (first replicate), in report order."""
