@@ -87,7 +87,8 @@ READS: dict[str, Any] = {
     "int": lambda: [*MODEL_RUN, Section("int", Interventions),
                     Section("int.rloo", RL, "rloo"), "sampler", "traces.styles", *STYLE],
     "evaluate": lambda: [*MODEL_RUN, Section("evaluate", Evaluate, skip=(
-        "shared", "policies", "controls", "first_replicate_only", "int_policies")),
+        "shared", "policies", "controls", "first_replicate_only", "int_policies",
+        "dev_policies")),
                          "sampler", *STYLE],
     "compare": lambda: [Section("compare", Compare), *EVAL_LISTS, REPLICATES],
     "report": lambda: [Section("report", Report), REPLICATES, *EVAL_LISTS, "ipo.sources",
