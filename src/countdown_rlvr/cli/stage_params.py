@@ -236,7 +236,19 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
         out += _ipo_relations(params)
     if ok("repair", "distill"):
         out += _distill_relations(params)
+    if ok("problems", "int"):
+        out += _int_relations(params)
     return out
+
+
+def _int_relations(params: dict) -> list[str]:
+    """The int stage samples the first int.n_problems of the unseen pool: a larger number would
+    silently sample fewer problems than the params say."""
+    n, pool = C.at(params, "int.n_problems"), C.at(params, "problems.n_unseen")
+    if isinstance(n, int) and isinstance(pool, int) and n > pool:
+        return [(f"`int.n_problems` ({n}) exceeds `problems.n_unseen` ({pool}), the pool the "
+                 "int stage samples; raise problems.n_unseen or lower int.n_problems")]
+    return []
 
 
 def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
