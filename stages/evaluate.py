@@ -7,6 +7,10 @@ training stage has its evaluation over the same matrix (`ipo@easyneg-1` ->
                                                         # chain (`replicates.<chain>`)
     python stages/evaluate.py <policy>                  # a shared policy (`evaluate.shared`)
 
+The splits are `evaluate.splits`, and the development split `dev` for a policy of
+`evaluate.dev_policies` (its details then have a "dev" block beside "test"; compare and the
+report read `compare.splits` only).
+
 A replicated policy's model is data/models/<policy>/r<seed>, its records
 data/eval/<policy>/r<seed>.parquet and its details reports/details/eval/<policy>/r<seed>.json;
 a shared one's: data/models/<policy>, data/eval/<policy>/shared.parquet,
@@ -78,7 +82,7 @@ def main(argv: list[str]) -> None:
         ref = policy_ref(path)
     except (FileNotFoundError, ValueError) as exc:
         raise io.StageError("evaluate", f"policy {name!r}: {exc}") from exc
-    files = [f"data/problems/{split}.jsonl" for split in cfg.splits]
+    files = [f"data/problems/{split}.jsonl" for split in cfg.splits_of(name)]
     io.require_inputs("evaluate", *files)
     problems = [row for f in files for row in io.read_jsonl(f)]
 
@@ -100,7 +104,8 @@ def main(argv: list[str]) -> None:
     io.write_json(dpath, metrics)
     test = metrics["test"]
     print(f"[evaluate] {name} {run}: test pass@1 {test['pass@1']:.3f}"
-          + (f", ood pass@1 {metrics['ood']['pass@1']:.3f}" if "ood" in metrics else "")
+          + "".join(f", {split} pass@1 {metrics[split]['pass@1']:.3f}"
+                    for split in ("ood", "dev") if split in metrics)
           + f" ({time.time() - t0:.0f} s)")
     print(f"[evaluate] wrote {out} ({len(records)} samples) and {dpath}")
 

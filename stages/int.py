@@ -36,7 +36,7 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.data_config import Traces
-from countdown_rlvr.core.int_config import Interventions
+from countdown_rlvr.core.int_config import MIN_HELDOUT, Interventions
 from countdown_rlvr.core.replicates import for_replicate, model_dir, run_name, tag
 from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.core.timing import timed
@@ -92,6 +92,10 @@ def main(argv: list[str]) -> None:
         io.write_jsonl(rows_file, rows)
         print(f"[int] {len(found)} unsolved ({len(heldout)} held out); {len(rows)} interventions, "
               f"{sum(r['kept'] for r in rows)} kept by the filter", flush=True)
+        if len(heldout) < MIN_HELDOUT:  # the claim reads "not tested" (the int arm check)
+            print(f"[int] warning: {len(heldout)} held-out unsolved problems, fewer than the "
+                  f"{MIN_HELDOUT} the S3 claim's test needs; raise problems.n_unseen and "
+                  "int.n_problems (or int.heldout_frac)", flush=True)
     with timed(seconds, "sft"):  # 3. patch, with SFT examples mixed in
         del policy
         sft_rows = io.read_jsonl(SFT_DATA) if cfg.replay else []

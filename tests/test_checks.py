@@ -32,8 +32,13 @@ def test_forward_kl_margin_and_patched_checks():
                          "chosen_reward_final": -2.0}) is False
     assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4}) is None
     assert margin_rises({"margin_first": 0.0, "margin_final": 1.0}) is None  # training margin: not it
-    assert patched_solves({"patched_solved_frac": 0.5}) is True
-    assert patched_solves({"patched_solved_frac": 0.2}) is False
+    # the patch solves half its RL problems, and the claim's held-out set is large enough
+    assert patched_solves({"patched_solved_frac": 0.5, "unsolved_heldout": 200}) is True
+    assert patched_solves({"patched_solved_frac": 0.2, "unsolved_heldout": 280}) is False
+    # a patch that works on a held-out set too small for the claim's test (the 400-problem
+    # pool's 36-42): the claim cannot be decided there
+    assert patched_solves({"patched_solved_frac": 0.6, "unsolved_heldout": 199}) is False
+    assert patched_solves({"patched_solved_frac": 0.6}) is None
     assert patched_solves({}) is None
 
 

@@ -72,7 +72,8 @@ CASES = [
     ({"traces": {"per_problem": 0}}, "traces.per_problem", "an integer >= 1"),
     ({"problems": {"n_test": 2.5}}, "problems.n_test", "an integer >= 1"),
     ({"rloo": {"micro_batch": True}}, "rloo.micro_batch", "null or an integer >= 1"),
-    ({"problems": {"n_tset": 100}}, "problems.n_tset", "known in `problems`: seed, n_train"),
+    ({"problems": {"n_tset": 100}}, "problems.n_tset",
+     "known in `problems`: seed, test_seed, n_train"),
     # every section refuses a key its class lacks, naming the keys it has
     ({"dedup": {"treshold": 0.9}}, "dedup.treshold", "known in `dedup`: sources, threshold"),
     ({"int": {"sft": {"epoch": 2}}}, "int.sft.epoch",
@@ -497,6 +498,13 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      (r"replicates.int has seed 3 not in replicates.rloo; add it to replicates.rloo "
      r"\(`int@<seed>` reads the rloo policy of its seed\) or drop it")),
     ("Evaluate", "evaluate", {"shared": ["base", "sft"]}, r"lists \['sft'\] more than once"),
+    # a dev policy no evaluate list samples would have no evaluate stage to sample it
+    ("Evaluate", "evaluate", {"dev_policies": ["sft", "nobody"]},
+     (r"evaluate.dev_policies names \['nobody'\], which no evaluate list \(shared, policies, "
+      r"controls, first_replicate_only\) samples; add them to one of those or remove them")),
+    # the confirmatory split from the seed's own "test" stream: the problems pilots read
+    ("Problems", "problems", {"test_seed": 0},
+     r"problems.test_seed must differ from problems.seed \(both 0\)"),
     # k / N above n: metrics.summarize would drop them, and the report would lack the column
     ("Evaluate", "evaluate", {"n": 4, "ks": [1, 4, 8, 16]},
      (r"evaluate.ks \[1, 4, 8, 16\] has \[8, 16\] > evaluate.n \(4\): pass@k needs that many "

@@ -185,6 +185,35 @@ def _records(table, split="test", seed=0):
         for pid, row in table.items() for j, c in enumerate(row)])
 
 
+def test_a_dev_policy_is_sampled_on_the_dev_split_too():
+    """evaluate.dev_policies: those policies' stages sample `dev` after evaluate.splits; the
+    others sample evaluate.splits only."""
+    from helpers import config_of
+
+    from countdown_rlvr.core.evaluate_config import Evaluate
+
+    cfg = config_of(Evaluate, "evaluate", {"dev_policies": ["sft", "base"], "splits": ["test"]})
+    assert cfg.splits_of("sft") == cfg.splits_of("base") == ["test", "dev"]
+    assert cfg.splits_of("rloo") == ["test"]
+    both = config_of(Evaluate, "evaluate", {"dev_policies": ["sft"], "splits": ["test", "ood"]})
+    assert both.splits_of("sft") == ["test", "ood", "dev"] and both.splits_of("opd") == [
+        "test", "ood"]
+
+
+def test_dev_records_get_their_own_block_and_leave_the_test_metrics_and_compare_alone():
+    """A dev policy's details have a "dev" block beside "test"; everything read from the test
+    split (its block, diagnostics, failures, best-of-N) is as without the dev samples, and
+    compare reads compare.splits only."""
+    test_only = _records(A)
+    with_dev = pd.concat([test_only, _records(B, split="dev")], ignore_index=True)
+    alone, both = summarize(test_only, [1, 4]), summarize(with_dev, [1, 4])
+    assert "dev" not in alone and both["dev"]["n_problems"] == len(B)
+    assert both["dev"]["pass@1"] == pytest.approx(np.mean([np.mean(row) for row in B.values()]))
+    assert {k: v for k, v in both.items() if k != "dev"} == alone
+    rep = compare_policies({"a": with_dev, "b": with_dev}, [["a", "b"]], ks=[1], n_boot=20)
+    assert set(rep["pairs"]["a_vs_b"]) == {"test"} and set(rep["policies"]["a"]) == {"test"}
+
+
 def test_compare_counts_by_hand():
     recs = {"a": _records(A), "b": _records(B)}
     rep = compare_policies(recs, [["a", "b"]], ks=[1, 4, 8], seed=0, n_boot=200)

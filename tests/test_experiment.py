@@ -254,3 +254,27 @@ def test_the_training_stages_start_with_the_launcher_and_the_default_is_python()
     assert check_all(params) > 0
     with pytest.raises(StageError, match="`launcher` .* plain words"):
         check_all({**params, "launcher": "python; rm -rf ~"})
+
+
+def test_the_evaluation_stages_of_dev_policies_depend_on_the_dev_split():
+    """evaluate.dev_policies (sft, opd by default): their stages read data/problems/dev.jsonl,
+    every other evaluation's do not; the list comes from the params the file is made from."""
+    params = experiment.read_params(ROOT / "params.yaml")
+
+    def with_dev(params) -> set[str]:
+        doc = yaml.safe_load(experiment.generate(params))["stages"]
+        return {name for name, s in doc.items()
+                if experiment.DEV.path in (s.get("do", s).get("deps") or [])}
+
+    dev = params["evaluate"]["dev_policies"]
+    assert set(dev) == {"sft", "opd"}
+    assert with_dev(params) == {"evaluate_sft", "evaluate_opd"}  # opd: an arm of opd's matrix
+    params["evaluate"]["dev_policies"] = ["base", "rloo_nocurr", "ipo_scripted"]
+    assert with_dev(params) == {"evaluate_shared", "evaluate_rloo_nocurr", "evaluate_ipo"}
+    params["evaluate"]["dev_policies"] = []
+    assert with_dev(params) == set()
+    # the policies an evaluation samples, its matrix read from the params
+    by_name = {s.name: s for s in STAGES}
+    assert experiment.sampled_policies(by_name["evaluate_ipo"], params) == {
+        f"ipo_{s}" for s in params["ipo"]["sources"]}
+    assert experiment.sampled_policies(by_name["sft"], params) == set()

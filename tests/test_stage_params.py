@@ -106,6 +106,16 @@ def test_check_params_lists_every_problem_at_once():
     assert len(problems) == 4
 
 
+def test_the_int_stage_may_not_sample_more_problems_than_the_unseen_pool_holds():
+    def edit(params):
+        params["int"]["n_problems"] = params["problems"]["n_unseen"] + 1
+
+    n = io.read_params(ROOT / "params.yaml")["problems"]["n_unseen"]
+    assert _problems(edit) == [(f"`int.n_problems` ({n + 1}) exceeds `problems.n_unseen` "
+                                f"({n}), the pool the int stage samples; raise "
+                                "problems.n_unseen or lower int.n_problems")]
+
+
 def test_a_refused_value_is_listed_not_tripped_over():
     """`evaluate.n: x` would make evaluate's relations (ks <= n) raise a raw TypeError; its
     rule's message is listed instead, next to the other sections' problems."""

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.arms import ARMS
+from ..core.int_config import MIN_HELDOUT
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of the steps
@@ -32,6 +33,11 @@ UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of
 # whose chosen answers fell this far below SFT's, in mean log-prob per token, no longer
 # writes them (a 60-token answer at -0.5 nats/token is e^-30 as likely as under SFT)
 CHOSEN_DROP = 0.5
+# The patch must give RL a reward: the patched policy solves (within int.k samples) at least
+# this share of the problems RL trains on. S3 Table 1: its patch (prefix + intervention,
+# filtered) solves 202 of its 235 hard problems at least once (86%), the unpatched base's
+# rollouts 98 (42%); half asks more than S3's unpatched base, well short of its patch.
+PATCH_SOLVES = 0.5
 
 
 def _num(m: Mapping, key: str) -> float | None:
@@ -66,10 +72,13 @@ def margin_rises(m: Mapping) -> bool | None:
 
 
 def patched_solves(m: Mapping) -> bool | None:
-    """Interventions: before RL, the patched policy solves (in its samples) at least half of
-    the problems RL trains on, so RL has a reward to learn from."""
-    frac = _num(m, "patched_solved_frac")
-    return None if frac is None else frac >= 0.5
+    """Interventions: before RL, the patched policy solves (in its samples) at least
+    PATCH_SOLVES of the problems RL trains on, so RL has a reward to learn from; and at least
+    MIN_HELDOUT unsolved problems were held out, the problems the claim's test reads (with
+    fewer it cannot resolve an effect of S3's size: an inconclusive verdict would read as
+    evidence)."""
+    frac, held = _num(m, "patched_solved_frac"), _num(m, "unsolved_heldout")
+    return None if frac is None or held is None else frac >= PATCH_SOLVES and held >= MIN_HELDOUT
 
 
 def rollouts_rise(m: Mapping) -> bool | None:
@@ -131,7 +140,8 @@ ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
 }
 CHECKS: dict[str, Check] = {
     **{a.name: Check(f"{a.name}.json", *ARM_CHECKS[a.check]) for a in ARMS if a.check},
-    "int": Check("int.json", "the patched policy solves >= 50% of RL's problems before RL",
+    "int": Check("int.json", f"the patched policy solves >= {PATCH_SOLVES:.0%} of RL's problems "
+                 f"before RL, and >= {MIN_HELDOUT} unsolved problems are held out",
                  patched_solves),
     "distill_R": Check("distill/R.json", DISTILL_WORDS, distilled),
     **{f"ipo_{s}": Check(f"ipo/{s}.json", IPO_WORDS, margin_rises)

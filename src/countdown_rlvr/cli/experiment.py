@@ -45,7 +45,7 @@ from pathlib import Path
 import yaml
 
 from ..core.arms import arms
-from ..core.config import seeds_key
+from ..core.config import at, seeds_key
 from ..core.io import read_params, write_text
 from . import stage_map
 from .imports import PACKAGE, ROOT, SRC, closure
@@ -130,6 +130,10 @@ def trained(name: str, logs: str = "", replicated: bool = True) -> tuple[Out, ..
 CHECKED = Out("reports/details/check_params.json", "runs first")
 TRAIN = "data/problems/train.jsonl"
 TEST_SPLITS = ("data/problems/test.jsonl", "data/problems/ood.jsonl")
+# the development split: a dep of an evaluation stage only when it samples a policy of
+# evaluate.dev_policies (dvc.yaml is made from params.yaml: an edit of that list, written with
+# `--write`, adds or drops this dep, which re-runs exactly those stages)
+DEV = Out("data/problems/dev.jsonl", "evaluate.dev_policies: also sampled on the dev split")
 SFT = model("sft")
 SKILL_PROBLEMS = Out(TRAIN, "the skill check samples the problems after the pairs'")
 BASE, TEACHER = "data/models/base", "data/models/teacher"  # shared by every replicate
@@ -192,7 +196,8 @@ STAGES = [
           outs=(Out("reports/details/check_params.json", "constant: passing re-runs nothing; "
                     "a failed check leaves it (and all else) in place",
                     cache=False, persist=True),)),
-    Stage("problems", "train / test / ood / unseen problem sets, pairwise disjoint", gated=True,
+    Stage("problems", "train / dev / test / ood / unseen problem sets, pairwise disjoint "
+          "(test: the confirmatory split, from problems.test_seed)", gated=True,
           outs=("data/problems", details("problems"))),
     Stage("base", "the base model every later stage starts from", gated=True,
           outs=trained("base", replicated=False), launched=True),
@@ -378,11 +383,39 @@ def code_deps(script: str) -> list[str]:
     return sorted(str(p.relative_to(ROOT)) for p in walk(SRC / PACKAGE))
 
 
-def deps(stage: Stage) -> list[Out]:
+def _values(value: str | list[str], params: dict) -> list[str]:
+    """A matrix (or foreach) list as params makes it: `${ipo.sources}` -> its values."""
+    if isinstance(value, list):
+        return value
+    ref = re.fullmatch(r"\$\{([\w.]+)\}", value)
+    return [str(v) for v in at(params, ref.group(1)) or []] if ref else [value]
+
+
+def sampled_policies(stage: Stage, params: dict) -> set[str]:
+    """The policies an evaluation stage samples, its matrix (or foreach) expanded with
+    `params`; none for any other stage."""
+    if (stage.script or stage.name) != "evaluate":
+        return set()
+    items = {"${item}": _values(stage.foreach, params)} if stage.foreach else {
+        f"${{item.{key}}}": _values(value, params) for key, value in stage.matrix.items()}
+    names = {stage.args[0]}
+    for token, values in items.items():
+        if any(token in n for n in names):
+            names = {n.replace(token, v) for n in names for v in values}
+    return names
+
+
+def deps(stage: Stage, params: dict | None = None) -> list[Out]:
+    """The stage's deps: check_params' output (a root), its script and code, its inputs, and
+    the dev split for an evaluation stage that samples a policy of evaluate.dev_policies."""
     script = stage.script or stage.name
+    inputs = [Out(i) if isinstance(i, str) else i for i in stage.inputs]
+    dev = set(at(params, "evaluate.dev_policies") or []) if params else set()
+    if sampled_policies(stage, params or {}) & dev:
+        last_split = max(i for i, o in enumerate(inputs) if o.path in TEST_SPLITS)
+        inputs.insert(last_split + 1, DEV)
     return [*([CHECKED] if stage.gated else []), Out(f"stages/{script}.py"),
-            *map(Out, stage.code or code_deps(script)),
-            *(Out(i) if isinstance(i, str) else i for i in stage.inputs)]
+            *map(Out, stage.code or code_deps(script)), *inputs]
 
 
 # --------------------------------------------------------------------------- params
@@ -506,7 +539,7 @@ def _param_lines(keys: list[tuple[str, str]], pad: str) -> list[str]:
 
 def _sections(stage: Stage, params: dict) -> dict[str, list]:
     """The stage's lists, by dvc.yaml field: what anchors may share."""
-    out = {"deps": deps(stage), "params": param_keys(stage, params),
+    out = {"deps": deps(stage, params), "params": param_keys(stage, params),
            "outs": [Out(o) if isinstance(o, str) else o for o in stage.outs],
            "metrics": [Out(m) if isinstance(m, str) else m for m in stage.metrics]}
     return {k: v for k, v in out.items() if v}

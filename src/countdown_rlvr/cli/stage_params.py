@@ -90,7 +90,8 @@ READS: dict[str, Any] = {
     "int": lambda: [*MODEL_RUN, Section("int", Interventions),
                     Section("int.rloo", RL, "rloo"), "sampler", "traces.styles", *STYLE],
     "evaluate": lambda: [*MODEL_RUN, Section("evaluate", Evaluate, skip=(
-        "shared", "policies", "controls", "first_replicate_only", "int_policies")),
+        "shared", "policies", "controls", "first_replicate_only", "int_policies",
+        "dev_policies")),
                          "sampler", *STYLE],
     "compare": lambda: [Section("compare", Compare), *EVAL_LISTS, REPLICATES],
     "report": lambda: [Section("report", Report), REPLICATES, *EVAL_LISTS, "ipo.sources",
@@ -238,7 +239,19 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
         out += _ipo_relations(params)
     if ok("repair", "distill"):
         out += _distill_relations(params)
+    if ok("problems", "int"):
+        out += _int_relations(params)
     return out
+
+
+def _int_relations(params: dict) -> list[str]:
+    """The int stage samples the first int.n_problems of the unseen pool: a larger number would
+    silently sample fewer problems than the params say."""
+    n, pool = C.at(params, "int.n_problems"), C.at(params, "problems.n_unseen")
+    if isinstance(n, int) and isinstance(pool, int) and n > pool:
+        return [(f"`int.n_problems` ({n}) exceeds `problems.n_unseen` ({pool}), the pool the "
+                 "int stage samples; raise problems.n_unseen or lower int.n_problems")]
+    return []
 
 
 def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:

@@ -59,11 +59,13 @@ Operands = Annotated[list[int], list_of(integer(2, MAX_NUMBERS))]  # operand cou
 
 @dataclass(frozen=True)
 class Problems:
-    """`problems`: the train / test / OOD problem files."""
-    seed: Seed  # generation seed
+    """`problems`: the train / dev / test / OOD / unseen problem files."""
+    seed: Seed  # generation seed of every split but test
+    test_seed: Seed  # the confirmatory test split's seed, never read by any pilot
     n_train: Pos  # train pool size
     count_train_solutions: Count  # first N train problems get their solutions counted
-    n_test: Pos  # held-out evaluation problems
+    n_dev: Pos  # development problems: the test split drawn before test_seed (pilots, tuning)
+    n_test: Pos  # held-out evaluation problems (confirmatory)
     n_ood: Count  # out-of-distribution problems
     n_unseen: Count  # problems no stage trains on (the interventions' pool)
     n_numbers: Operands  # operand counts, cycled
@@ -71,6 +73,14 @@ class Problems:
     target_range: Annotated[list[int], int_range(0)]  # [low, high] of in-distribution targets
     ood_n_numbers: Operands  # operand counts of the OOD split
     ood_target_range: Annotated[list[int], int_range(0)]  # [low, high] of OOD targets
+
+    def __post_init__(self):
+        # the seed's "test" stream is the dev split's: the same seed would draw the test split
+        # from the problems the pilots read (every one of dev's, then the ones after them)
+        if self.test_seed == self.seed:
+            raise ValueError(f"problems.test_seed must differ from problems.seed (both "
+                             f"{self.seed}): the confirmatory test split is drawn from a seed no "
+                             "pilot has read; set test_seed to a value never used before")
 
 
 @dataclass(frozen=True)

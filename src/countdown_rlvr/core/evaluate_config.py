@@ -23,6 +23,7 @@ class Evaluate:
     # not in the DVC headline (a claim's control arms: int_sft, int_plain_rl)
     first_replicate_only: MaybeNames  # secondary policies: only its chain's first seed
     int_policies: MaybeNames  # the int stage's policies sampled on the test split (opt-in)
+    dev_policies: MaybeNames  # also sampled on the development split (pilots' preconditions)
     splits: Splits  # data/problems/<split>.jsonl files
     n: Pos  # samples per prompt and seed
     seeds: Seeds  # sampling seeds
@@ -36,6 +37,10 @@ class Evaluate:
         if twice := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"evaluate lists {twice} more than once; a policy is either "
                              "shared, replicated (policies, controls) or first_replicate_only")
+        if other := [p for p in self.dev_policies if p not in names]:
+            raise ValueError(f"evaluate.dev_policies names {other}, which no evaluate list "
+                             "(shared, policies, controls, first_replicate_only) samples; add "
+                             "them to one of those or remove them from evaluate.dev_policies")
         # metrics.summarize can only report k <= n (samples per prompt and seed) and would skip
         # the rest without a word: the report would then lack a column the params asked for
         for key, what in (("ks", "pass@k"), ("budgets", "best-of-N")):
@@ -51,3 +56,9 @@ class Evaluate:
 
     def all(self) -> list[str]:
         return [*self.shared, *self.replicated()]
+
+    def splits_of(self, policy: str) -> list[str]:
+        """The splits `policy` is sampled on: `splits`, and `dev` for a policy of
+        `dev_policies` (the development split: pilots read it, never the test split)."""
+        dev = ["dev"] if policy in self.dev_policies and "dev" not in self.splits else []
+        return [*self.splits, *dev]

@@ -24,7 +24,7 @@ from ..task.verify import FAILURES
 
 RECORD_COLUMNS = ("problem_id", "split", "n_numbers", "seed", "sample",
                   "correct", "failure", "reward", "n_tokens")
-SPLITS = ("test", "ood")
+SPLITS = ("test", "ood", "dev")  # dev: only the policies of evaluate.dev_policies
 GROUP = ["problem_id", "seed"]
 
 # One fixed schema: column types never depend on the content (e.g. a policy that solves
@@ -317,7 +317,7 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
               budgets: Iterable[int] = (1, 2, 4, 8, 16)) -> dict:
     """The metrics dict of one policy, plain JSON types, stable keys:
 
-        test / ood:  n_problems, n_groups, samples_per_group, pass@k (k in ks, k <= n),
+        test / ood / dev:  n_problems, n_groups, samples_per_group, pass@k (k in ks, k <= n),
                      mean_tokens, and n{m}: {n_problems, pass@k} per operand count m
         diagnostics: zero_signal() on the test split over the groups of all n samples;
                      avg_score is the format-aware score (`format_score`), as S0's
@@ -327,7 +327,8 @@ def summarize(records: pd.DataFrame, ks: Iterable[int] = (1, 4, 8, 16),
         failures:    failure_counts() on the test split
         best_of_n:   best_of_n() on the test split, budgets <= n
 
-    `ood` is present only when there are OOD records; test records are required.
+    `ood` and `dev` are present only when there are such records; test records are required.
+    Everything below the splits' blocks is the test split's.
     """
     ks, budgets = list(ks), list(budgets)
     records = _validated(records)
