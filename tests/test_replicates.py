@@ -208,7 +208,8 @@ def test_a_seed_added_to_one_chain_adds_only_that_chains_stages(tmp_path):
 @pytest.mark.parametrize("path,stage", [
     ("data/models/sft/r1", "sft"), ("data/models/ipo_scripted/r0", "ipo"),
     ("data/models/opd_ac/r2", "opd"), ("data/models/rloo_shaped/r0", "rloo"),
-    ("data/models/rloo_nocurr/r0", "rloo_nocurr"), ("data/models/distill_F1/r0/config.json",
+    ("data/models/rloo_nocurr/r0", "rloo_nocurr"), ("data/models/sft_early/r1", "sft"),
+    ("data/models/rloo_early_shaped/r2", "rloo_early"), ("data/models/distill_F1/r0/config.json",
                                                    "distill"),
     ("data/repair/r0/pool.parquet", "repair"), ("data/models/base", "base"),
     ("data/eval/teacher/shared.parquet", "evaluate_shared"), ("elsewhere/model", None),

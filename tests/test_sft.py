@@ -133,7 +133,7 @@ def test_the_sft_stage_also_saves_its_policy_at_early_step(tiny_dir, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"),
                                                          os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, str(root / "stages/sft.py"), "1"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=600)
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     early, _ = load_model(str(tmp_path / "data/models/sft_early/r1"))
     final, _ = load_model(str(tmp_path / "data/models/sft/r1"))

@@ -114,10 +114,10 @@ def test_an_arms_init_must_be_its_stages_and_a_policy_trained_on_its_seeds():
     def elsewhere(params):
         params["rloo_early"]["init"] = "sft"
 
-    assert _problems(elsewhere) == [
+    assert _problems(elsewhere) == [(
         "`rloo_early.init` is 'sft' for arm rloo_early, whose dvc.yaml stage (rloo_early) "
         "starts it from sft_early (core.arms.ARMS); set it to sft_early, or change the arm's "
-        "`init` there and run `python -m countdown_rlvr.cli.experiment --write`"]
+        "`init` there and run `python -m countdown_rlvr.cli.experiment --write`")]
 
     def no_early(params):
         params["sft"]["early_step"] = None
@@ -132,10 +132,10 @@ def test_an_arms_init_must_be_its_stages_and_a_policy_trained_on_its_seeds():
     def opd_beyond_rloo(params):
         params["replicates"]["opd"] = [1, 5]
 
-    assert _problems(opd_beyond_rloo) == [
+    assert _problems(opd_beyond_rloo) == [(
         "replicates.opd has seed 5 not in replicates.rloo; add it to replicates.rloo "
         "(`opd@<seed>` reads the rloo policy of its seed) or drop it (fix the `replicates:` "
-        "section of params.yaml)"]
+        "section of params.yaml)")]
 
 
 def test_int_reads_no_init():

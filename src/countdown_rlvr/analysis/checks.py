@@ -132,6 +132,8 @@ class Check:
     test: Callable[[Mapping], bool | None]  # None: not measured
 
 
+SIGNAL_WORDS = ("some rollout group had reward variance and the policy moved from its init "
+                "(final KL to it > 0); a flat reward passes")
 RLOO_WORDS = ("training rollout pass rate rises (with a curriculum: its first tier's), "
               f"curriculum unlocks before {UNLOCK_BY:.0%} of the steps")
 IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
@@ -143,9 +145,7 @@ DISTILL_WORDS = ("trained, its loss fell, and it solves the problems of its trai
 ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
     "forward_kl_falls": ("forward KL to the teacher falls", forward_kl_falls),
     "rollouts_rise": (RLOO_WORDS, rollouts_rise),
-    "trained_on_signal": ("some rollout group had reward variance and the policy moved from "
-                          "its init (final KL to it > 0); a flat reward passes",
-                          trained_on_signal),
+    "trained_on_signal": (SIGNAL_WORDS, trained_on_signal),
 }
 CHECKS: dict[str, Check] = {
     **{a.name: Check(f"{a.name}.json", *ARM_CHECKS[a.check]) for a in ARMS if a.check},

@@ -17,8 +17,11 @@ arguments, its matrix, the data it reads and the files it writes. The rest is de
   read it, not an arm that sets its own).
 
 The arms (countdown_rlvr.core.arms) make their stages: a matrix over a script's arms of every replicate
-(`rloo@<arm>-1`), a stage of its own for an arm of the first replicate only, their model
-artifacts and their curves in `dvc plots`.
+(`rloo@<arm>-1`), one per policy they start from (Arm.init: a matrix has one list of inputs,
+so the arms from the early SFT checkpoint have a matrix named after the first of them), a
+stage of its own for an arm of the first replicate only, their model artifacts and their
+curves in `dvc plots`. A stage or path may be gated on a param (`when`: sft's early
+checkpoint and its evaluation exist only with sft.early_step set).
 
 Every replicated stage is a DVC matrix over the seeds of its chain (config.CHAINS): sft and
 diagnose over `replicates.seeds`, the others over their chain's list (`replicates.rloo`, ...,
