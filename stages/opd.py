@@ -4,9 +4,16 @@
                                             # seed: one of replicates.opd
                                             # -> data/models/<variant>/r<seed>
 
-Every variant starts from the same SFT policy with the same steps and rollouts (a variant's
-section lists only the keys that differ from opd's, e.g. the anti-collapse knobs), so the
-comparison with `opd` isolates those keys.
+Every variant starts from the policy `opd.init` names, the RLOO policy of the same seed by
+default (data/models/rloo/r<seed>), with the same steps and rollouts (a variant's section
+lists only the keys that differ from opd's, e.g. the anti-collapse knobs), so the comparison
+with `opd` isolates those keys. Why RLOO's policy: S4 Table 5 gives OPD's initialization as
+"RLOO-style init", which we read as the RLOO policy, where RL's collapse already is (S4's
+pass@16: SFT 0.800 -> RLOO 0.740 -> OPD 0.780), so `opd` vs `rloo` asks S4's baseline question,
+does the teacher add anything beyond RL. The anti-collapse variant starts from that same policy
+with opd's budget, only S4's two knobs differ: it tests S4's attribution ("the diversity
+knobs, not more steps") more cleanly than S4's own run, warm-started from the best OPD
+checkpoint for 150 more steps.
 
 The student samples G rollouts per prompt; the loss on its response tokens is
 lambda_KL * KL(teacher^(1/T) || student^(1/T)) (forward KL over the shared vocabulary)
@@ -28,7 +35,7 @@ from countdown_rlvr.core.config import prompt_style
 from countdown_rlvr.core.replicates import model_dir, run_name
 from countdown_rlvr.core.rl_config import OPD
 from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
-from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
+from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, init_dir
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TEACHER, TRAIN = "data/models/teacher", "data/problems/train.jsonl"
@@ -54,7 +61,7 @@ def main(argv: list[str]) -> None:
                                           inherit=None if stage == "opd" else "opd",
                                           chain="opd")  # fails
     # before any model loads
-    init, out = model_dir("sft", r), model_dir(stage, r)
+    init, out = init_dir(stage, cfg.init, r, params), model_dir(stage, r)
     style = prompt_style(stage, params)
     io.require_inputs(stage, init, TEACHER)
     problems = first_problems(stage, TRAIN, cfg.n_problems)

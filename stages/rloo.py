@@ -1,8 +1,10 @@
-"""Stage `rloo`: on-policy RL from the SFT policy with verifiable rewards (S4 eq. 3, S1 §3.1.4).
+"""Stage `rloo`: on-policy RL with verifiable rewards (S4 eq. 3, S1 §3.1.4) from the policy
+`<arm>.init` names (`sft` by default; `sft_early`, the SFT run's early checkpoint: S0's
+operating point; `rloo`, the RLOO policy of the same seed), data/models/<init>/r<seed>.
 
 G rollouts per prompt from the current policy, reward `rloo.reward` (binary | format | shaped),
 leave-one-out advantages, clipped importance weight to the sampler, Schulman k3 KL to the
-frozen SFT policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated curriculum
+frozen init policy (when rloo.kl_coef > 0), entropy bonus, optional success-gated curriculum
 (S1 Alg. 1). Per-step diagnostics in dvclive/rloo/r<seed>; first / final values in
 reports/details/<arm>/r<seed>.json.
 
@@ -28,7 +30,7 @@ from countdown_rlvr.core.config import prompt_style
 from countdown_rlvr.core.replicates import model_dir, run_name
 from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.model.policy import load_replicate_stage
-from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save
+from countdown_rlvr.train.rloo import first_problems, fit_rl_and_save, init_dir
 from countdown_rlvr.train.runtime import frozen_copy, init_policy
 
 TRAIN = "data/problems/train.jsonl"
@@ -45,15 +47,16 @@ def main(argv: list[str]) -> None:
                                           inherit=None if stage == "rloo" else "rloo",
                                           chain="rloo")
     style = prompt_style(stage, params)
-    sft = model_dir("sft", r)
-    io.require_inputs(stage, sft)
+    init = init_dir(stage, cfg.init, r, params)
+    io.require_inputs(stage, init)
     problems = first_problems(stage, TRAIN, cfg.n_problems)
-    model, tok = init_policy(stage, sft, cfg)
-    ref = frozen_copy(sft) if cfg.kl_coef > 0 else None
+    model, tok = init_policy(stage, init, cfg)
+    ref = frozen_copy(init) if cfg.kl_coef > 0 else None
     fit_rl_and_save(run_name(stage, r), model, tok, problems, cfg, model_dir(stage, r),
                     ref_model=ref, prompt_style=style,
-                    extra_metrics={"adapter": cfg.adapter, "curriculum": cfg.curriculum,
-                                   "kl_coef": cfg.kl_coef, "replicate": r})
+                    extra_metrics={"init": init, "adapter": cfg.adapter,
+                                   "curriculum": cfg.curriculum, "kl_coef": cfg.kl_coef,
+                                   "replicate": r})
 
 
 if __name__ == "__main__":

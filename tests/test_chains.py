@@ -62,30 +62,37 @@ def test_the_compare_stage_reads_each_policy_on_its_chains_seeds():
     from countdown_rlvr.core.evaluate_config import Evaluate
 
     ev = config_of(Evaluate, "evaluate")
-    rep = Replicates(seeds=[0, 1, 2, 3], ipo=[1, 3], rloo=[2, 3], opd=[0], repair=[0, 1],
+    rep = Replicates(seeds=[0, 1, 2, 3], ipo=[1, 3], rloo=[2, 3], opd=[2], repair=[0, 1],
                      int=[3])
     runs = compare["runs_of"](ev, rep)
     assert runs["sft"] == ["r0", "r1", "r2", "r3"] and runs["base"] == ["shared"]
     assert runs["ipo_easyneg"] == ["r1", "r3"] and runs["rloo_shaped"] == ["r2", "r3"]
     assert runs["rloo_nocurr"] == ["r2"]  # a first-replicate arm: its chain's first seed
-    assert runs["opd_ac"] == ["r0"] and runs["distill_R"] == ["r0", "r1"]
+    assert runs["opd_ac"] == ["r2"] and runs["distill_R"] == ["r0", "r1"]
+    assert runs["sft_early"] == runs["sft"] and runs["rloo_early"] == ["r2", "r3"]
 
 
 def test_a_policys_chain_and_evaluation_follow_from_the_stage_that_trains_it():
-    assert [chain_of(p) for p in ("sft", "ipo_base", "rloo_shaped", "rloo_nocurr", "opd_ac",
-                                  "distill_F2", "int_plain_rl", "base", "ghost")] == [
-        "sft", "ipo", "rloo", "rloo", "opd", "repair", "int", None, None]
-    assert [evaluation_stage(p) for p in ("sft", "ipo_easyneg", "rloo_nocurr", "opd",
-                                          "distill_R", "int", "teacher")] == [
-        "evaluate_sft", "evaluate_ipo", "evaluate_rloo_nocurr", "evaluate_opd",
-        "evaluate_distill", "evaluate_int", "evaluate_shared"]
+    assert [chain_of(p) for p in ("sft", "sft_early", "ipo_base", "rloo_shaped", "rloo_nocurr",
+                                  "rloo_early_shaped", "opd_ac", "distill_F2", "int_plain_rl",
+                                  "base", "ghost")] == [
+        "sft", "sft", "ipo", "rloo", "rloo", "rloo", "opd", "repair", "int", None, None]
+    assert [evaluation_stage(p) for p in ("sft", "sft_early", "ipo_easyneg", "rloo_nocurr",
+                                          "rloo_early_shaped", "opd", "distill_R", "int",
+                                          "teacher")] == [
+        "evaluate_sft", "evaluate_sft_early", "evaluate_ipo", "evaluate_rloo_nocurr",
+        "evaluate_rloo_early", "evaluate_opd", "evaluate_distill", "evaluate_int",
+        "evaluate_shared"]
     params = {"ipo": {"sources": ["scripted"], "first_replicate_sources": ["base"]},
               "distill": {"conditions": ["R"], "first_replicate_conditions": ["F1"]},
               "evaluate": {"int_policies": ["int"]}}
     assert sampled(params) == {"sft": True, "ipo_base": False, "ipo_scripted": True,
                                "rloo": True, "rloo_shaped": True, "rloo_nocurr": False,
+                               "rloo_early": True, "rloo_early_shaped": True,
                                "opd": True, "opd_ac": True, "distill_F1": False,
                                "distill_R": True, "int": True}
+    # the early checkpoint: sampled on every seed of sft's chain when the sft stage saves it
+    assert sampled({**params, "sft": {"early_step": 800}})["sft_early"] is True
 
 
 def inputs_with(chains: dict[str, list[int]], runs: dict) -> Inputs:

@@ -15,6 +15,7 @@ from countdown_rlvr.analysis.checks import (
     patched_solves,
     rollouts_rise,
     summarize,
+    trained_on_signal,
 )
 
 
@@ -40,6 +41,21 @@ def test_forward_kl_margin_and_patched_checks():
     assert patched_solves({"patched_solved_frac": 0.6, "unsolved_heldout": 199}) is False
     assert patched_solves({"patched_solved_frac": 0.6}) is None
     assert patched_solves({}) is None
+
+
+def test_the_early_arms_check_passes_a_flat_run_and_fails_one_that_could_not_learn():
+    """Binary RLOO at S0's operating point is expected to flat-line: a flat pass rate with
+    live groups and moved weights passes; no reward variance anywhere, or weights that never
+    moved, fail; no KL logged (kl_coef 0) is not measured."""
+    flat = {"pass_rate_first": 0.09, "pass_rate_final": 0.09, "groups": 480,
+            "zero_std_groups": 330, "kl_first": 0.0, "kl_final": 0.004}
+    assert trained_on_signal(flat) is True
+    assert trained_on_signal({**flat, "zero_std_groups": 480}) is False  # no advantage ever
+    assert trained_on_signal({**flat, "kl_final": 0.0}) is False  # the weights never moved
+    assert trained_on_signal({**flat, "kl_final": None}) is None
+    assert trained_on_signal({}) is None
+    assert CHECKS["rloo_early"].test is trained_on_signal
+    assert CHECKS["rloo_early_shaped"].test is trained_on_signal
 
 
 def test_ipo_must_keep_sfts_skill_within_the_stated_margin():

@@ -72,6 +72,10 @@ CASES = [
     ({"traces": {"per_problem": 0}}, "traces.per_problem", "an integer >= 1"),
     ({"problems": {"n_test": 2.5}}, "problems.n_test", "an integer >= 1"),
     ({"rloo": {"micro_batch": True}}, "rloo.micro_batch", "null or an integer >= 1"),
+    # the policy an RL arm starts from: one a stage trains per seed
+    ({"rloo": {"init": "base"}}, "rloo.init", "one of sft, sft_early, rloo"),
+    ({"opd": {"init": "teacher"}}, "opd.init", "one of sft, sft_early, rloo"),
+    ({"sft": {"early_step": 0}}, "sft.early_step", "null or an integer >= 1"),
     ({"problems": {"n_tset": 100}}, "problems.n_tset",
      "known in `problems`: seed, test_seed, n_train"),
     # every section refuses a key its class lacks, naming the keys it has
@@ -457,9 +461,10 @@ SECTION_CLASSES = {
     "problems": ("Problems", None), "traces": ("Traces", None), "sampler": ("EvalSampler", None),
     "evaluate": ("Evaluate", None), "compare": ("Compare", None), "dedup": ("Dedup", None),
     "model": ("Model", None), "base": ("Base", None), "teacher": ("Teacher", None),
-    "teacher_traces": ("TeacherTraces", None), "pairs": ("Pairs", None), "sft": ("SFT", None),
-    "ipo": ("IPO", None), "rloo": ("RL", None), "rloo_shaped": ("RL", "rloo"),
-    "rloo_nocurr": ("RL", "rloo"), "replicates": ("Replicates", None),
+    "teacher_traces": ("TeacherTraces", None), "pairs": ("Pairs", None),
+    "sft": ("SFTStage", None), "ipo": ("IPO", None), "rloo": ("RL", None),
+    "rloo_shaped": ("RL", "rloo"), "rloo_nocurr": ("RL", "rloo"), "rloo_early": ("RL", "rloo"),
+    "rloo_early_shaped": ("RL", "rloo"), "replicates": ("Replicates", None),
     "opd": ("OPD", None), "opd_ac": ("OPD", "opd"), "diagnose": ("Diagnose", None),
     "repair": ("Repair", None), "distill": ("Distill", None), "int": ("Interventions", None),
     "report": ("Report", None),
@@ -486,10 +491,17 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      r"teacher_traces.k \(3\) must be a multiple of the number of strategies \(2\)"),
     ("Interventions", "int", {"seed": 4, "eval_seed": 4},
      "int.eval_seed must differ from int.seed"),
-    # a chain list's seeds are among SFT's (int's among RLOO's): the message names the fix
-    ("Replicates", "replicates", {"opd": [1, 7]},
-     (r"replicates.opd has seed 7 not in replicates.seeds; add it to replicates.seeds \(SFT "
+    # a chain list's seeds are among SFT's (int's and opd's among RLOO's): the message names
+    # the fix
+    ("Replicates", "replicates", {"ipo": [1, 7]},
+     (r"replicates.ipo has seed 7 not in replicates.seeds; add it to replicates.seeds \(SFT "
      r"trains it first\) or drop it")),
+    ("Replicates", "replicates", {"rloo": [1, 2], "opd": [1, 3], "int": [1]},
+     (r"replicates.opd has seed 3 not in replicates.rloo; add it to replicates.rloo "
+     r"\(`opd@<seed>` reads the rloo policy of its seed\) or drop it")),
+    ("SFTStage", "sft", {"max_steps": 100, "early_step": 101},
+     (r"sft.early_step \(101\) is past sft.max_steps \(100\): the run never reaches it; lower "
+      r"it, or set it to null")),
     ("Replicates", "replicates", {"seeds": [0, 1], "ipo": [0, 1], "rloo": [0, 1],
                                   "opd": [0, 1], "repair": [0, 1, 2, 3], "int": [0, 1]},
      (r"replicates.repair has seeds \[2, 3\] not in replicates.seeds; add them to "

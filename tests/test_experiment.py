@@ -36,6 +36,33 @@ def test_generated_yaml_lists_the_table_in_order():
     assert all("${replicates." in ln and "#" not in ln for ln in long), long
 
 
+def test_an_arm_stage_depends_on_the_policy_its_arms_start_from():
+    """One matrix per script and init (a matrix has one list of inputs): the early RLOO arms
+    read the early SFT checkpoint, the OPD arms the RLOO policy of their seed, the other RLOO
+    arms the SFT policy; each stage's evaluation follows it."""
+    doc = yaml.safe_load(experiment.generate())["stages"]
+    models = {name: sorted(d for d in stage["deps"] if d.startswith("data/models/"))
+              for name, stage in doc.items() if name in ("rloo", "rloo_early", "opd",
+                                                          "rloo_nocurr")}
+    assert models == {"rloo": ["data/models/sft/r${item.seed}"],
+                      "rloo_early": ["data/models/sft_early/r${item.seed}"],
+                      "rloo_nocurr": ["data/models/sft/r${item.seed}"],
+                      "opd": ["data/models/rloo/r${item.seed}", "data/models/teacher"]}  # sorted
+    assert doc["rloo_early"]["matrix"]["arm"] == ["rloo_early", "rloo_early_shaped"]
+    assert doc["rloo"]["matrix"]["arm"] == ["rloo", "rloo_shaped"]
+    assert doc["evaluate_rloo_early"]["matrix"] == doc["rloo_early"]["matrix"]
+    assert "data/models/sft_early/r${item.seed}" in doc["sft"]["outs"]
+
+
+def test_the_early_checkpoint_is_an_out_and_a_policy_only_when_early_step_is_set():
+    params = experiment.read_params(ROOT / "params.yaml")
+    none = {**params, "sft": {**params["sft"], "early_step": None}}
+    doc = yaml.safe_load(experiment.generate(none))["stages"]
+    assert "evaluate_sft_early" not in doc
+    assert not [o for o in doc["sft"]["outs"] if "sft_early" in str(o)]
+    assert "evaluate_sft_early" in yaml.safe_load(experiment.generate(params))["stages"]
+
+
 def test_code_deps_are_the_import_closure_with_whole_packages_as_directories():
     problems = code_deps("problems")
     assert "src/countdown_rlvr/task" in problems  # every file of the package: the directory
@@ -113,8 +140,8 @@ def test_every_replicated_stage_runs_over_its_chains_seeds():
     policy is sampled on exactly the seeds its chain trains it on."""
     by_name = {s.name: s for s in STAGES}
     want = {"sft": "sft", "diagnose": "sft", "ipo": "ipo", "ipo_first": "ipo", "rloo": "rloo",
-            "rloo_nocurr": "rloo", "opd": "opd", "repair": "repair", "distill": "repair",
-            "distill_first": "repair", "int": "int"}
+            "rloo_early": "rloo", "rloo_nocurr": "rloo", "opd": "opd", "repair": "repair",
+            "distill": "repair", "distill_first": "repair", "int": "int"}
     for name, chain in want.items():
         stage = by_name[name]
         key = "seeds" if chain == "sft" else chain
@@ -123,9 +150,12 @@ def test_every_replicated_stage_runs_over_its_chains_seeds():
         if name not in ("diagnose", "repair", "int"):  # int's own evaluation: opt-in policies
             twin = by_name[f"evaluate_{name}"]
             assert twin.matrix == stage.matrix and twin.args[1:] == (chain, "${item.seed}")
+    early = by_name["evaluate_sft_early"]  # the sft stage's second policy, sampled as sft
+    assert early.matrix == by_name["sft"].matrix and early.args == ("sft_early", "sft",
+                                                                    "${item.seed}")
     replicated = [s for s in STAGES if s.matrix and "seed" in s.matrix]
-    assert {s.name for s in replicated} == {*want, *(f"evaluate_{n}" for n in want
-                                                    if n not in ("diagnose", "repair"))}
+    assert {s.name for s in replicated} == {*want, "evaluate_sft_early", *(
+        f"evaluate_{n}" for n in want if n not in ("diagnose", "repair"))}
 
 
 def test_the_chain_each_evaluation_is_given_is_the_chain_that_trains_its_policy():
@@ -240,7 +270,8 @@ def test_the_training_stages_start_with_the_launcher_and_the_default_is_python()
     from countdown_rlvr.core.errors import StageError
 
     launched = {s.name for s in STAGES if s.launched}
-    assert {"base", "sft", "ipo", "ipo_first", "rloo", "rloo_nocurr", "opd"} == launched
+    assert {"base", "sft", "ipo", "ipo_first", "rloo", "rloo_early", "rloo_nocurr",
+            "opd"} == launched
     doc = yaml.safe_load(experiment.generate())["stages"]
     for name, stage in doc.items():
         cmd = (stage.get("do") or stage)["cmd"]

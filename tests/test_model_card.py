@@ -9,7 +9,7 @@ import torch
 from helpers import config_of
 from test_sft import TINY, TOY  # a one-layer model and its toy data: trains in a second
 
-from countdown_rlvr.core.train_config import SFT
+from countdown_rlvr.core.train_config import SFTStage
 from countdown_rlvr.model.card import policy_of
 from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.task.prompts import solve_prompt
@@ -17,7 +17,8 @@ from countdown_rlvr.train.runtime import apply_adapter
 from countdown_rlvr.train.sft import fit_sft
 
 CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 4, "warmup_frac": 0.0,
-       "seed": 0, "log_every": 1, "weight_decay": 0.0, "time_budget_s": None}
+       "seed": 0, "log_every": 1, "weight_decay": 0.0, "time_budget_s": None,
+       "early_step": None}
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def tiny_dir(tmp_path_factory):
 @pytest.mark.parametrize("adapter", ["full", "lora"])
 def test_a_saved_policy_carries_its_card_and_still_loads(tiny_dir, tmp_path, monkeypatch, adapter):
     monkeypatch.chdir(tmp_path)  # dvclive/, reports/ and data/ of the run land here
-    cfg = config_of(SFT, "sft", {**CFG, "adapter": adapter, "lora_r": 4, "lora_alpha": 8})
+    cfg = config_of(SFTStage, "sft", {**CFG, "adapter": adapter, "lora_r": 4, "lora_alpha": 8})
     model, tok = load_model(str(tiny_dir))
     model = apply_adapter(model, adapter, r=cfg.lora_r, alpha=cfg.lora_alpha,
                           dropout=cfg.lora_dropout, target_modules=cfg.target_modules)

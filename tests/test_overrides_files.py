@@ -35,7 +35,8 @@ def _trained(params: dict) -> set[str]:
     from countdown_rlvr.core.arms import ARMS
 
     ipo, distill = params["ipo"], params["distill"]
-    return {"sft", *(a.name for a in ARMS), *INT_POLICIES,
+    early = ["sft_early"] if params["sft"].get("early_step") is not None else []
+    return {"sft", *early, *(a.name for a in ARMS), *INT_POLICIES,
             *(f"ipo_{s}" for s in ipo["sources"] + ipo["first_replicate_sources"]),
             *(f"distill_{c}" for c in distill["conditions"] + distill["first_replicate_conditions"])}
 

@@ -1,5 +1,5 @@
-"""End to end: rloo, opd and opd_ac through the real `dvc repro`, smoke-sized (one replicate,
-seed 0: stages `<stage>@...-0`); the reward variant with `dvc exp run -S rloo.reward=shaped`;
+"""End to end: rloo, the early arm, opd and opd_ac through the real `dvc repro`, smoke-sized (one
+replicate, seed 0: stages `<stage>@...-0`); the reward variant with `dvc exp run -S rloo.reward=shaped`;
 an unknown reward stops before training; a second replicate trains another draw."""
 
 import json
@@ -10,9 +10,9 @@ from countdown_rlvr.train.rloo import DIAGNOSTICS
 
 pytestmark = pytest.mark.slow
 
-RL_STAGES = ("rloo", "opd", "opd_ac")
+RL_STAGES = ("rloo", "rloo_early", "opd", "opd_ac")
 STAGE_OF = {"rloo": "rloo@rloo-0", "rloo_shaped": "rloo@rloo_shaped-0", "opd": "opd@opd-0",
-            "opd_ac": "opd@opd_ac-0"}
+            "opd_ac": "opd@opd_ac-0", "rloo_early": "rloo_early@rloo_early-0"}
 
 
 def ran(proc) -> set[str]:
@@ -29,7 +29,7 @@ def commit(pipe, message: str) -> None:
 
 
 def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
-    first = pipeline.repro("rloo@rloo-0", "opd")
+    first = pipeline.repro("rloo@rloo-0", "rloo_early@rloo_early-0", "opd")
     assert {"sft@0", "teacher", *(STAGE_OF[s] for s in RL_STAGES)} <= ran(first)
     for name in RL_STAGES:
         assert (pipeline.path / f"data/models/{name}/r0/config.json").exists()  # adapter: full
@@ -47,15 +47,22 @@ def test_rl_stages_run_and_a_reward_variant_reruns_rloo_only(pipeline):
     assert opd["forward_kl_first"] > 0 and ac["forward_kl_first"] > 0
     assert (opd["distill_temperature"], opd["entropy_coef"]) == (1.0, 0.001)
     assert (ac["distill_temperature"], ac["entropy_coef"]) == (1.3, 0.01)
-    # both OPD arms start from the same SFT policy with the same budget: only their knobs differ
-    assert ac["init"] == opd["init"] == "data/models/sft/r0"
+    # both OPD arms start from the RLOO policy of their seed with the same budget: only their
+    # knobs differ; the early arm from the policy the sft stage saved at sft.early_step
+    assert ac["init"] == opd["init"] == "data/models/rloo/r0"
     assert (ac["steps"], ac["rollouts"]) == (opd["steps"], opd["rollouts"])
+    early = metrics(pipeline, "rloo_early")
+    assert early["init"] == "data/models/sft_early/r0" and early["curriculum"] is False
+    assert metrics(pipeline, "rloo")["init"] == "data/models/sft/r0"
+    assert (pipeline.path / "data/models/sft_early/r0/config.json").exists()
 
     commit(pipeline, "binary")
 
-    # the variant: only rloo re-runs (not sft, the teacher, the data stages, nor opd / opd_ac)
-    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo@rloo-0", "opd")
-    assert ran(exp) == {"check_params", "rloo@rloo-0"}  # the check always runs on a change
+    # the variant: rloo re-runs and the OPD arms that start from its policy; not sft, the
+    # teacher, the data stages, nor the early arm (its own section sets its reward)
+    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo@rloo-0",
+                       "rloo_early@rloo_early-0", "opd")
+    assert ran(exp) == {"check_params", "rloo@rloo-0", "opd@opd-0", "opd@opd_ac-0"}
     assert metrics(pipeline, "rloo")["reward"] == "shaped"
     assert metrics(pipeline, "opd")["reward"] == "binary"
 

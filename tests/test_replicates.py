@@ -54,7 +54,7 @@ def test_replicate_zero_is_the_params_as_written_and_others_never_collide(seed, 
 
 
 @pytest.mark.parametrize("cls,path,inherit", [
-    ("SFT", "sft", None), ("IPO", "ipo", None), ("RL", "rloo", None),
+    ("SFTStage", "sft", None), ("IPO", "ipo", None), ("RL", "rloo", None),
     ("OPD", "opd_ac", "opd"), ("Repair", "repair", None),
     ("Distill", "distill", None), ("Interventions", "int", None),
 ])
@@ -138,7 +138,8 @@ def evaluation_of(policy: str, seed: int) -> str:
 
     stage = evaluation_stage(policy)
     item = policy.split("_", 1)[1] if stage in ("evaluate_ipo", "evaluate_distill") else policy
-    return f"{stage}@{seed}" if stage in ("evaluate_sft", "evaluate_rloo_nocurr") \
+    return f"{stage}@{seed}" if stage in ("evaluate_sft", "evaluate_sft_early",
+                                          "evaluate_rloo_nocurr") \
         else f"{stage}@{item}-{seed}"
 
 
@@ -181,29 +182,34 @@ def test_a_seed_added_to_one_chain_adds_only_that_chains_stages(tmp_path):
     more = stage_names(tmp_path / "more", lists([0, 1, 2, 3], ipo=[0, 1, 2], opd=[0, 1, 2],
                                                  repair=[0, 1, 2], int=[0, 1, 2],
                                                  rloo=[0, 1, 2, 3]))
-    assert more - base == {"sft@3", "evaluate_sft@3", "diagnose@3", "rloo@rloo-3",
-                           "rloo@rloo_shaped-3", "evaluate_rloo@rloo-3",
-                           "evaluate_rloo@rloo_shaped-3"}
+    assert more - base == {"sft@3", "evaluate_sft@3", "evaluate_sft_early@3", "diagnose@3",
+                           "rloo@rloo-3", "rloo@rloo_shaped-3", "evaluate_rloo@rloo-3",
+                           "evaluate_rloo@rloo_shaped-3", "rloo_early@rloo_early-3",
+                           "rloo_early@rloo_early_shaped-3", "evaluate_rloo_early@rloo_early-3",
+                           "evaluate_rloo_early@rloo_early_shaped-3"}
     assert base <= more
     (tmp_path / "later").mkdir()
     later = stage_names(tmp_path / "later", lists([0, 1, 2, 3], ipo=[3, 1], rloo=[2],
-                                                  opd=[0], repair=[1, 2], int=[2]))
+                                                  opd=[2], repair=[1, 2], int=[2]))
     assert {n for n in later if n.startswith(("rloo", "evaluate_rloo"))} == {
         "rloo@rloo-2", "rloo@rloo_shaped-2", "evaluate_rloo@rloo-2",
-        "evaluate_rloo@rloo_shaped-2", "rloo_nocurr@2", "evaluate_rloo_nocurr@2"}
+        "evaluate_rloo@rloo_shaped-2", "rloo_nocurr@2", "evaluate_rloo_nocurr@2",
+        "rloo_early@rloo_early-2", "rloo_early@rloo_early_shaped-2",
+        "evaluate_rloo_early@rloo_early-2", "evaluate_rloo_early@rloo_early_shaped-2"}
     assert {n for n in later if n.startswith(("ipo@", "evaluate_ipo@"))} == {
         "ipo@scripted-3", "ipo@easyneg-3", "ipo@scripted-1", "ipo@easyneg-1",
         "evaluate_ipo@scripted-3", "evaluate_ipo@easyneg-3", "evaluate_ipo@scripted-1",
         "evaluate_ipo@easyneg-1"}
     assert {n for n in later if n.startswith(("int@", "opd@", "repair@", "distill@"))} == {
-        "int@2", "opd@opd-0", "opd@opd_ac-0", "repair@1", "repair@2", "distill@R-1",
+        "int@2", "opd@opd-2", "opd@opd_ac-2", "repair@1", "repair@2", "distill@R-1",
         "distill@R-2"}
 
 
 @pytest.mark.parametrize("path,stage", [
     ("data/models/sft/r1", "sft"), ("data/models/ipo_scripted/r0", "ipo"),
     ("data/models/opd_ac/r2", "opd"), ("data/models/rloo_shaped/r0", "rloo"),
-    ("data/models/rloo_nocurr/r0", "rloo_nocurr"), ("data/models/distill_F1/r0/config.json",
+    ("data/models/rloo_nocurr/r0", "rloo_nocurr"), ("data/models/sft_early/r1", "sft"),
+    ("data/models/rloo_early_shaped/r2", "rloo_early"), ("data/models/distill_F1/r0/config.json",
                                                    "distill"),
     ("data/repair/r0/pool.parquet", "repair"), ("data/models/base", "base"),
     ("data/eval/teacher/shared.parquet", "evaluate_shared"), ("elsewhere/model", None),

@@ -761,15 +761,16 @@ def test_power_is_the_plans_and_this_runs_estimate_never_observed_power():
     n = int(text.split(" ")[0])
     assert n > 3 and f"{n - 3} more replicates of the sft chain ≈ {(n - 3) * 3.5:.0f} " \
         "CPU-min" in text
-    # a chain's replicate costs its own minutes, and SFT's for a seed SFT has not trained
+    # a chain's replicate costs its own minutes, RLOO's for a seed RLOO has not trained (OPD
+    # starts from the RLOO policy of its seed) and SFT's for a seed SFT has not trained
     c.chain = "opd"
     chains = {**{key: [0, 1, 2] for key in CHAINS}, "sft": [0, 1, 2, 3]}
     text = c.needed(chains, minutes)
-    cost = 6.0 * (n - 3) + 3.5 * (n - 4)  # seed 3: SFT's already
+    cost = (6.0 + 7.5) * (n - 3) + 3.5 * (n - 4)  # seed 3: SFT's already
     assert f"{n - 3} more replicates of the opd chain ≈ {cost:.0f} CPU-min" in text
     more = ",".join(map(str, range(n)))
     assert text.endswith(f"`dvc exp run -S 'replicates.seeds=[{more}]' "
-                         f"-S 'replicates.opd=[{more}]'`")
+                         f"-S 'replicates.rloo=[{more}]' -S 'replicates.opd=[{more}]'`")
 
 def _with_per_problem(root: Path, policies=("sft", "ipo_easyneg", "ipo_scripted"),
                       n_problems: int = 40, n: int = 16) -> dict:

@@ -12,7 +12,7 @@ from helpers import RecordingLive, config_of
 from countdown_rlvr.core.io import StageError
 from countdown_rlvr.core.rl_config import OPD, RL
 from countdown_rlvr.core.sections import problems_in
-from countdown_rlvr.core.train_config import SFT
+from countdown_rlvr.core.train_config import SFTStage
 from countdown_rlvr.model.logprobs import sequence_logprobs
 from countdown_rlvr.model.policy import build_tiny, load_model
 from countdown_rlvr.model.sampling import Sample
@@ -65,9 +65,10 @@ def toy_policy(tiny_dir, one_thread):
     """A policy that answers PROBLEM with GOOD or BAD about half the time each."""
     model, tok = load_model(str(tiny_dir))
     model = train_sft(model, tok, [(PROMPT, GOOD), (PROMPT, BAD)] * 4,
-                      config_of(SFT, "sft", {"lr": 1e-2, "batch_size": 8, "max_len": 40,
-                                             "max_steps": 300, "seed": 0, "warmup_frac": 0.0,
-                                             "weight_decay": 0.0, "time_budget_s": None}))
+                      config_of(SFTStage, "sft", {"lr": 1e-2, "batch_size": 8, "max_len": 40,
+                                                  "max_steps": 300, "seed": 0,
+                                                  "warmup_frac": 0.0, "weight_decay": 0.0,
+                                                  "time_budget_s": None, "early_step": None}))
     return model, tok
 
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from countdown_rlvr.core.io import StageError
-from countdown_rlvr.core.train_config import SFT
+from countdown_rlvr.core.train_config import SFTStage
 from countdown_rlvr.model.policy import build_tiny, load_model, n_parameters
 from countdown_rlvr.train.losses import completion_nll
 from countdown_rlvr.train.runtime import apply_adapter
@@ -27,13 +27,15 @@ TINY = {"hidden_size": 32, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1,
         "intermediate_size": 64, "max_positions": 64}
 TOY = [(f"Numbers: {a} {b}\n", f"<answer>{a} + {b}</answer>") for a in range(1, 5)
        for b in range(1, 5)]
-# overrides of params.yaml's `sft` section (tests/helpers.config_of)
+# overrides of params.yaml's `sft` section (tests/helpers.config_of); no early checkpoint (the
+# stage's, tested with the stage)
 CFG = {"lr": 1e-2, "batch_size": 4, "max_len": 32, "max_steps": 40, "warmup_frac": 0.1,
-       "seed": 0, "log_every": 5, "weight_decay": 0.0, "time_budget_s": None}
+       "seed": 0, "log_every": 5, "weight_decay": 0.0, "time_budget_s": None,
+       "early_step": None}
 
 
-def cfg(**overrides) -> SFT:
-    return config_of(SFT, "sft", {**CFG, **overrides})
+def cfg(**overrides) -> SFTStage:
+    return config_of(SFTStage, "sft", {**CFG, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +111,38 @@ def test_config_errors_name_the_fix():
     params = {"sft": {k: v for k, v in vars(cfg()).items() if k != "lr"}}
     with pytest.raises(StageError, match="missing \\['lr'\\]; add them to the `sft:` section"):
         from countdown_rlvr.core.config import from_section
-        from_section(SFT, "sft", params, "sft")
+        from_section(SFTStage, "sft", params, "sft")
+
+
+def test_the_sft_stage_also_saves_its_policy_at_early_step(tiny_dir, tmp_path):
+    """stages/sft.py with sft.early_step: the policy after that step of the same run is saved
+    as sft_early (a loadable policy, not the final weights), and the details say which step."""
+    import shutil
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["sft"].update(CFG, max_steps=4, early_step=2)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    shutil.copytree(tiny_dir, tmp_path / "data/models/base")
+    for split in ("train", "val"):
+        (tmp_path / f"data/sft/{split}.jsonl").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"data/sft/{split}.jsonl").write_text("".join(
+            json.dumps({"prompt": p, "completion": c}) + "\n" for p, c in TOY))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(root / "stages/sft.py"), "1"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    early, _ = load_model(str(tmp_path / "data/models/sft_early/r1"))
+    final, _ = load_model(str(tmp_path / "data/models/sft/r1"))
+    base, _ = load_model(str(tiny_dir))
+    weights = [m.state_dict() for m in (early, final, base)]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # not final
+    assert any(not torch.equal(weights[0][k], weights[2][k]) for k in weights[0])  # trained
+    details = json.loads((tmp_path / "reports/details/sft/r1.json").read_text())
+    assert details["early_step"] == 2 and details["steps"] == 4
 
 
 def test_apply_adapter_trainable_counts(tiny_dir):
@@ -238,7 +271,7 @@ def test_no_example_is_dropped_in_an_epoch(n, bs, batches):
 
     from countdown_rlvr.train.runtime import epochs, prepare_loop
 
-    cfg = config_of(SFT, "sft", {"batch_size": bs, "max_steps": None, "epochs": 2})
+    cfg = config_of(SFTStage, "sft", {"batch_size": bs, "max_steps": None, "epochs": 2})
     items = list(range(n))
     model = torch.nn.Linear(2, 2)
     _, loop = prepare_loop(Accelerator(cpu=True), model, items, cfg,

@@ -84,16 +84,16 @@ def instances() -> dict[str, tuple[int, list[str]]]:
 
 
 def test_the_matrices_make_the_stages_dvc_runs():
-    """The counting below, against the 75 stages the README states for the default params."""
+    """The counting below, against the 96 stages the README states for the default params."""
     counts = {name: n for name, (n, _) in instances().items()}
     assert counts["check_params"] == 1 and counts["sft"] == len(
         yaml.safe_load((ROOT / "params.yaml").read_text())["replicates"]["seeds"])
-    assert sum(counts.values()) == 75
+    assert sum(counts.values()) == 96
 
 
 def test_a_sections_rules_re_run_only_the_stages_that_read_it():
     """Editing RLOO's params rules re-runs the RL stages and the params check (at most 30 of
-    the 75 stages), not the evaluations, data or SFT stages; no evaluation depends on the
+    the 96 stages), not the evaluations, data or SFT stages; no evaluation depends on the
     training code (a policy dir marked as untrained is read through countdown_rlvr.model)."""
     rules = Path("src/countdown_rlvr/core/rl_config.py")
     users = {name: n for name, (n, deps) in instances().items() if covered(rules, deps)}

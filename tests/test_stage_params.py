@@ -116,6 +116,45 @@ def test_the_int_stage_may_not_sample_more_problems_than_the_unseen_pool_holds()
                                 "problems.n_unseen or lower int.n_problems")]
 
 
+def test_an_arms_init_must_be_its_stages_and_a_policy_trained_on_its_seeds():
+    """The policy an RL arm starts from is its dvc.yaml stage's input (core.arms: Arm.init):
+    params that start it elsewhere would train from a model DVC does not track for it; the
+    early checkpoint exists only with sft.early_step; an init trained on other seeds than
+    the arm's has no policy to start from."""
+    def elsewhere(params):
+        params["rloo_early"]["init"] = "sft"
+
+    assert _problems(elsewhere) == [(
+        "`rloo_early.init` is 'sft' for arm rloo_early, whose dvc.yaml stage (rloo_early) "
+        "starts it from sft_early (core.arms.ARMS); set it to sft_early, or change the arm's "
+        "`init` there and run `python -m countdown_rlvr.cli.experiment --write`")]
+
+    def no_early(params):
+        params["sft"]["early_step"] = None
+
+    problems = _problems(no_early)
+    assert problems[0].startswith("`evaluate.policies` names 'sft_early', which no evaluate "
+                                  "stage samples with these params; set `sft.early_step`")
+    assert problems[1:] == [f"`{a}.init` is sft_early for arm {a}, but `sft.early_step` is null "
+                            "(no early checkpoint is saved); set sft.early_step, or start the "
+                            "arm from another policy" for a in ("rloo_early", "rloo_early_shaped")]
+
+    def opd_beyond_rloo(params):
+        params["replicates"]["opd"] = [1, 5]
+
+    assert _problems(opd_beyond_rloo) == [(
+        "replicates.opd has seed 5 not in replicates.rloo; add it to replicates.rloo "
+        "(`opd@<seed>` reads the rloo policy of its seed) or drop it (fix the `replicates:` "
+        "section of params.yaml)")]
+
+
+def test_int_reads_no_init():
+    """int starts from the SFT policy whatever rloo.init says: changing it re-runs no int."""
+    params = io.load_params(ROOT / "params.yaml")
+    assert "rloo.init" not in resolved_keys(params, "int")
+    assert "rloo.init" in resolved_keys(params, "rloo_nocurr")
+
+
 def test_a_refused_value_is_listed_not_tripped_over():
     """`evaluate.n: x` would make evaluate's relations (ks <= n) raise a raw TypeError; its
     rule's message is listed instead, next to the other sections' problems."""

@@ -3,7 +3,8 @@
 A replicated policy is trained, and evaluated, on the seeds of its chain (`replicates.<chain>`,
 config.CHAINS): `compare` reads its records on those seeds, the report checks its arm there,
 and a claim about it is planned by adding seeds to that list. The chain follows from the stage
-that trains the policy (cli/experiment.py names the outputs): `sft` -> sft; `ipo_<source>`
+that trains the policy (cli/experiment.py names the outputs): `sft` and its early checkpoint
+`sft_early` (saved by the sft stage when sft.early_step is set) -> sft; `ipo_<source>`
 (stages ipo, ipo_first) -> ipo; an arm (core.arms) -> its script's chain (rloo, opd);
 `distill_<condition>` (distill, distill_first, from repair's outputs) -> repair; the int
 stage's policies (research.INT_POLICY_DIRS) -> int. tests/test_experiment.py checks these
@@ -27,11 +28,13 @@ from ..research import INT_POLICY_DIRS
 
 # the policies the int stage trains (data/models/<dir>/r<seed>); sft and rloo are its inputs
 INT_POLICIES = tuple(d for d in INT_POLICY_DIRS.values() if d not in ("sft", "rloo"))
+# the sft stage's policies: the final one and, when sft.early_step is set, its early checkpoint
+SFT_POLICIES = ("sft", "sft_early")
 
 
 def chain_of(policy: str) -> str | None:
     """The chain whose seeds `policy` is trained on (None: not a replicated policy)."""
-    if policy == "sft":
+    if policy in SFT_POLICIES:
         return "sft"
     arm = next((a for a in ARMS if a.name == policy), None)
     if arm is not None:
@@ -53,6 +56,8 @@ def evaluation_stage(policy: str) -> str:
     chain = chain_of(policy)
     if chain is None:
         return "evaluate_shared"
+    if policy in SFT_POLICIES:  # each has an evaluation of its own name
+        return f"evaluate_{policy}"
     arm = next((a for a in ARMS if a.name == policy), None)
     stage = arm.stage if arm else {"ipo": "ipo", "repair": "distill"}.get(chain, chain)
     return f"evaluate_{stage}"
@@ -67,6 +72,8 @@ def sampled(params: Mapping[str, Any]) -> dict[str, bool]:
         return list((params.get(section) or {}).get(key) or [])
 
     out = {"sft": True}
+    if (params.get("sft") or {}).get("early_step") is not None:
+        out["sft_early"] = True
     out |= {f"ipo_{s}": False for s in listed("ipo", "first_replicate_sources")}
     out |= {f"ipo_{s}": True for s in listed("ipo", "sources")}
     out |= {a.name: a.replicates == "all" for a in ARMS}

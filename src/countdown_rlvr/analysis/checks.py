@@ -102,6 +102,21 @@ def rollouts_rise(m: Mapping) -> bool | None:
     return final > first and unlock is not None and unlock < UNLOCK_BY * steps
 
 
+def trained_on_signal(m: Mapping) -> bool | None:
+    """RLOO where learning is in question (the early arms: binary RLOO at S0's operating point
+    is expected to flat-line): the run could have learned, without asking that it did. Some
+    rollout group had reward variance (a non-zero advantage: a reward wired wrong, or a policy
+    that never solves or never fails, gives none), and the policy moved from its init (its k3
+    KL to that frozen init is above 0 at the end; a run whose weights never changed has 0).
+    A flat reward curve passes; a run that could not have moved it fails. Not measured
+    without the KL (kl_coef 0: no reference forward)."""
+    groups, flat = _num(m, "groups"), _num(m, "zero_std_groups")
+    kl = _num(m, "kl_final")
+    if None in (groups, flat, kl):
+        return None
+    return flat < groups and kl > 0
+
+
 def distilled(m: Mapping) -> bool | None:
     """Self-distillation: it trained (there were successful samples), its loss fell, and the
     distilled policy solves the problems of its training repairs more often than SFT does,
@@ -126,6 +141,8 @@ class Check:
     test: Callable[[Mapping], bool | None]  # None: not measured
 
 
+SIGNAL_WORDS = ("some rollout group had reward variance and the policy moved from its init "
+                "(final KL to it > 0); a flat reward passes")
 RLOO_WORDS = ("training rollout pass rate rises (with a curriculum: its first tier's), "
               f"curriculum unlocks before {UNLOCK_BY:.0%} of the steps")
 IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < {CHOSEN_DROP} "
@@ -137,6 +154,7 @@ DISTILL_WORDS = ("trained, its loss fell, and it solves the problems of its trai
 ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
     "forward_kl_falls": ("forward KL to the teacher falls", forward_kl_falls),
     "rollouts_rise": (RLOO_WORDS, rollouts_rise),
+    "trained_on_signal": (SIGNAL_WORDS, trained_on_signal),
 }
 CHECKS: dict[str, Check] = {
     **{a.name: Check(f"{a.name}.json", *ARM_CHECKS[a.check]) for a in ARMS if a.check},

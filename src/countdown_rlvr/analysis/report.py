@@ -430,8 +430,9 @@ def training_tables(ctx: Context) -> list[str]:
             run, _f(m.get("reward")), _f(m.get("steps")), _arrow(m, "reward_mean"),
             _arrow(m, "pass_rate"), _arrow(m, "zero_std_frac"), _arrow(m, "kl", 4),
             _arrow(m, "entropy"), _arrow(m, "forward_kl", 4), _unlocks(ctx, run)])
-    return lines + [("### RLOO (binary and shaped reward, no curriculum), OPD and anti-collapse "
-                    "OPD"), "",
+    return lines + [("### RLOO (binary and shaped reward, no curriculum, and both from the "
+                     "early SFT checkpoint at S0's budget), OPD and anti-collapse OPD (from "
+                     "the RLOO policy)"), "",
                     (f"Replicate `{ctx.inp.first}`: per-step diagnostics, first → final (means "
                      "over the first and last 10% of the steps); NA = not logged by that run. "
                      "The curriculum column is every replicate's step at which the 4-number "

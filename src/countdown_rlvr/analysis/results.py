@@ -105,9 +105,11 @@ class Inputs:
 def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> list[str]:
     """The seeds' policies of this configuration, then any other configured one (e.g. a
     teacher), in params order. `int` only when configured: its test-split evaluation is
-    opt-in (`evaluate.int_policies`), since the S3 claim reads the int stage's own problems."""
+    opt-in (`evaluate.int_policies`), since the S3 claim reads the int stage's own problems;
+    `sft_early` (sft.early_step) only when configured, after sft."""
     int_ = ("int",) if "int" in configured else ()
-    seeds = ("base", "sft", *(f"ipo_{s}" for s in ipo_sources), *RL_RUNS, *int_,
+    early = ("sft_early",) if "sft_early" in configured else ()
+    seeds = ("base", "sft", *early, *(f"ipo_{s}" for s in ipo_sources), *RL_RUNS, *int_,
              *(f"distill_{c}" for c in distill))
     return [*seeds, *(p for p in configured if p not in seeds)]
 

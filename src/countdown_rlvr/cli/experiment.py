@@ -17,8 +17,11 @@ arguments, its matrix, the data it reads and the files it writes. The rest is de
   read it, not an arm that sets its own).
 
 The arms (countdown_rlvr.core.arms) make their stages: a matrix over a script's arms of every replicate
-(`rloo@<arm>-1`), a stage of its own for an arm of the first replicate only, their model
-artifacts and their curves in `dvc plots`.
+(`rloo@<arm>-1`), one per policy they start from (Arm.init: a matrix has one list of inputs,
+so the arms from the early SFT checkpoint have a matrix named after the first of them), a
+stage of its own for an arm of the first replicate only, their model artifacts and their
+curves in `dvc plots`. A stage or path may be gated on a param (`when`: sft's early
+checkpoint and its evaluation exist only with sft.early_step set).
 
 Every replicated stage is a DVC matrix over the seeds of its chain (config.CHAINS): sft and
 diagnose over `replicates.seeds`, the others over their chain's list (`replicates.rloo`, ...,
@@ -81,6 +84,7 @@ class Out:
     note: str = ""
     cache: bool = True
     persist: bool = False
+    when: str = ""  # a params key: the path is listed only when its value is not null
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,13 @@ class Stage:
     code: tuple[str, ...] = ()  # code deps, when not the script's imports
     all_params: bool = False  # depends on all of params.yaml
     launched: bool = False  # a trainer: its cmd starts with params.yaml's `launcher` (LAUNCHER)
+    when: str = ""  # a params key: the stage exists only when its value is not null
+
+
+def present(when: str, params: dict) -> bool:
+    """Whether a `when`-gated stage or path is in dvc.yaml for `params` (dvc.yaml is made from
+    params.yaml: changing such a key to or from null needs `--write`)."""
+    return not when or at(params, when) is not None
 
 
 def details(name: str) -> Out:
@@ -139,16 +150,29 @@ SKILL_PROBLEMS = Out(TRAIN, "the skill check samples the problems after the pair
 BASE, TEACHER = "data/models/base", "data/models/teacher"  # shared by every replicate
 
 
-def evaluation(stage: Stage, policy: str, note: str = "", matrix: dict | None = None) -> Stage:
-    """`evaluate_<stage>`: the policy `stage` trains (`policy`, a name that may interpolate its
-    matrix items: `ipo_${item.source}`) sampled over the same matrix, so on the seeds of its
-    chain, which the script checks the seed against."""
+# `sft` also saves its policy at sft.early_step (when set) as `sft_early`: S0's operating point
+EARLY, EARLY_STEP = "sft_early", "sft.early_step"
+SFT_STAGE = Stage(
+    "sft", "the student, once per seed of replicates.seeds (every chain's are among them)",
+    chain="sft", matrix={"seed": seeds("sft")}, args=(SEED,),
+    inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE),
+    outs=(*trained("sft"), Out(model(EARLY), "the policy at sft.early_step", when=EARLY_STEP)),
+    launched=True)
+
+
+def evaluation(stage: Stage, policy: str, note: str = "", matrix: dict | None = None,
+               name: str = "", when: str = "") -> Stage:
+    """`evaluate_<stage>` (or `evaluate_<name>`: a second policy the stage saves): the policy
+    `stage` trains (`policy`, a name that may interpolate its matrix items:
+    `ipo_${item.source}`) sampled over the same matrix, so on the seeds of its chain, which
+    the script checks the seed against."""
     note = note or f"samples what `{stage.name}` trains, on the same seeds " \
         f"(replicates.{seeds_key(stage.chain)})"
-    return Stage(f"evaluate_{stage.name}", note,
+    return Stage(f"evaluate_{name or stage.name}", note,
                  chain=stage.chain, script="evaluate", matrix=matrix or stage.matrix,
                  args=(policy, stage.chain, SEED), inputs=(*TEST_SPLITS, model(policy)),
-                 outs=(f"data/eval/{policy}/r{SEED}.parquet", details(f"eval/{policy}/r{SEED}")))
+                 outs=(f"data/eval/{policy}/r{SEED}.parquet", details(f"eval/{policy}/r{SEED}")),
+                 when=when)
 
 
 def with_evaluation(stage: Stage, policy: str, note: str = "") -> list[Stage]:
@@ -158,21 +182,34 @@ def with_evaluation(stage: Stage, policy: str, note: str = "") -> list[Stage]:
 
 def arm_stages(script: str, note: str, key: str, inputs: tuple) -> list[Stage]:
     """The stages of `stages/<script>.py`'s arms (countdown_rlvr.core.arms), each with its
-    evaluation: one matrix over its arms of every replicate (`${item.<key>}`) and the seeds
-    of its chain (the chain is named as the script: `replicates.<script>`), then a stage of its
-    own for each arm of the first replicate only, on the chain's first seed."""
-    first = [a for a in arms(script) if a.replicates == "first"]
-    every = Stage(script, note, chain=script, matrix={key: list(ARMS[script]),
-                                                      "seed": seeds(script)},
-                  args=(f"${{item.{key}}}", SEED), inputs=inputs, outs=trained(f"${{item.{key}}}"),
-                  launched=True)
-    return [*with_evaluation(every, f"${{item.{key}}}"),
-            *(s for a in first for s in with_evaluation(
+    evaluation: a matrix over its arms of every replicate (`${item.<key>}`) and the seeds of
+    its chain (the chain is named as the script: `replicates.<script>`), one per policy they
+    start from (Arm.init, the matrix's one list of inputs: `inputs` and that policy's model;
+    Arm.stage names it), then a stage of its own for each arm of the first replicate only, on
+    the chain's first seed. `note`: the comment of the matrix of the script's own arm."""
+    out = []
+    for stage, names in ARMS.items():
+        group = [a for a in arms(script) if a.name in names]
+        if not group or group[0].replicates == "first":
+            continue
+        init = group[0].init
+        about = note if stage == script else \
+            f"the {script} arms that start from the {init} policy (Arm.init; a matrix has one " \
+            f"list of inputs), each its own section's keys over {script}'s"
+        every = Stage(stage, about, chain=script, script=script,
+                      matrix={key: list(names), "seed": seeds(script)},
+                      args=(f"${{item.{key}}}", SEED), inputs=(*inputs, model(init)),
+                      outs=trained(f"${{item.{key}}}"), launched=True)
+        out += with_evaluation(every, f"${{item.{key}}}")
+    for a in arms(script):
+        if a.replicates == "first":
+            out += with_evaluation(
                 Stage(a.name, f"{a.about}: a secondary arm, the first seed of replicates.{script}"
                       " only", chain=script, script=script, matrix={"seed": first_seed(script)},
-                      args=(ARMS[a.name][0], SEED), inputs=inputs, outs=trained(a.name),
-                      launched=True),
-                a.name))]
+                      args=(ARMS[a.name][0], SEED), inputs=(*inputs, model(a.init)),
+                      outs=trained(a.name), launched=True),
+                a.name)
+    return out
 
 
 # `int` starts from each seed's SFT and RLOO policies; its policies are sampled when listed
@@ -222,12 +259,10 @@ STAGES = [
           inputs=(TRAIN, "data/traces/solver.jsonl", "data/traces/teacher_samples.parquet",
                   BASE),
           outs=("data/pairs", details("pairs"))),
-    *with_evaluation(Stage(
-        "sft", "the student, once per seed of replicates.seeds (every chain's are among them)",
-        chain="sft", matrix={"seed": seeds("sft")}, args=(SEED,),
-        inputs=("data/sft/train.jsonl", "data/sft/val.jsonl", BASE), outs=trained("sft"),
-        launched=True),
-        "sft"),
+    *with_evaluation(SFT_STAGE, "sft"),
+    evaluation(SFT_STAGE, EARLY, name=EARLY, when=EARLY_STEP,
+               note="samples the early checkpoint `sft` saves (sft.early_step), on the same "
+               "seeds"),
     *with_evaluation(Stage(
         "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-1, ...",
         chain="ipo", matrix={"source": "${ipo.sources}", "seed": seeds("ipo")},
@@ -243,10 +278,10 @@ STAGES = [
         "ipo_${item.source}"),
     *arm_stages("rloo", "RLOO from the SFT policy (S4 eq. 3) and its arms (an arm's section: "
                 "its keys over rloo's); `dvc exp run -S rloo.reward=shaped`", "arm",
-                inputs=(TRAIN, SFT)),
+                inputs=(TRAIN,)),
     *arm_stages("opd", "on-policy distillation from the teacher (S4 §3.3) and the anti-collapse "
-                "variant, both from the SFT policy with the same budget", "variant",
-                inputs=(TRAIN, SFT, TEACHER)),
+                "variant, both from the RLOO policy of their seed (opd.init) with the same "
+                "budget", "variant", inputs=(TRAIN, TEACHER)),
     Stage("diagnose", "from the SFT policy's own evaluation samples (evaluate_sft@<seed>); a "
           "measurement only: repair samples its attempts on train problems, never on these "
           "test ones", chain="sft",
@@ -333,6 +368,17 @@ def _runs(script: str | None = None, every: bool = False) -> list[str]:
     """The first replicate's dvclive runs of `script`'s arms (every script's when None): the
     report RL runs (Arm.curves), or every arm."""
     return [f"{a.name}/r{first(a.script)}" for a in arms(script) if every or a.curves]
+
+
+def _logs(run: str, metric: str, params: dict) -> bool:
+    """Whether the dvclive run `run` (<arm>/r<seed>) logs `metric` with `params`: the
+    curriculum tier only where the arm's resolved `curriculum` is on."""
+    name = run.split("/")[0]
+    if metric != "tier" or name not in {a.name for a in arms()}:
+        return True
+    script = next(a.script for a in arms() if a.name == name)
+    own = at(params, f"{name}.curriculum")
+    return bool(own if own is not None else at(params, f"{script}.curriculum"))
 
 
 # `dvc plots`: title -> (y label, the dvclive metric, the runs drawn); x is the optimizer step.
@@ -480,7 +526,8 @@ def param_keys(stage: Stage, params: dict) -> list[tuple[str, str]]:
             base = next(iter(inheriting.values())).inherit
             names = " and ".join(e.path for e in inheriting.values())
             add(_collapse(params, base, set(next(iter(inherited)))),
-                f"the {base} keys {names} does not override")
+                f"the {base} keys {names} {'do' if len(inheriting) > 1 else 'does'} not "
+                "override")
     return out
 
 
@@ -540,7 +587,8 @@ def _param_lines(keys: list[tuple[str, str]], pad: str) -> list[str]:
 def _sections(stage: Stage, params: dict) -> dict[str, list]:
     """The stage's lists, by dvc.yaml field: what anchors may share."""
     out = {"deps": deps(stage, params), "params": param_keys(stage, params),
-           "outs": [Out(o) if isinstance(o, str) else o for o in stage.outs],
+           "outs": [o for o in (Out(o) if isinstance(o, str) else o for o in stage.outs)
+                    if present(o.when, params)],
            "metrics": [Out(m) if isinstance(m, str) else m for m in stage.metrics]}
     return {k: v for k, v in out.items() if v}
 
@@ -594,16 +642,17 @@ def generate(params: dict | None = None) -> str:
     """dvc.yaml's text for `params` (params.yaml's, unchecked, when None)."""
     if params is None:
         params = read_params(ROOT / "params.yaml")
-    sections = [_sections(stage, params) for stage in STAGES]
+    stages = [stage for stage in STAGES if present(stage.when, params)]
+    sections = [_sections(stage, params) for stage in stages]
     shared = Counter((name, repr(entries)) for s in sections for name, entries in s.items())
     lines, anchors = ["stages:"], {}
-    for stage, its in zip(STAGES, sections):
+    for stage, its in zip(stages, sections):
         lines += _stage_lines(stage, its, shared, anchors)
     registry = {name: {"path": path, "type": "model", "desc": desc}
                 for name, (path, desc) in artifacts(params).items()}
     plots = [{title: {"x": "step", "x_label": "optimizer step", "y_label": label,
                       "y": {f"dvclive/{run}/plots/metrics/train/{metric}.tsv": metric
-                            for run in runs}}}
+                            for run in runs if _logs(run, metric, params)}}}
              for title, (label, metric, runs) in CURVES.items()]
     return "\n".join([HEADER + "\n".join(lines), "", ARTIFACTS_NOTE + _dump("artifacts", registry),
                       PLOTS_NOTE + _dump("plots", ["reports/figures", *plots])])

@@ -35,7 +35,7 @@ from ..core.pretrain_config import Base, Teacher
 from ..core.research_config import Diagnose, Distill, Repair
 from ..core.rl_config import OPD, RL
 from ..core.sections import bad_values
-from ..core.train_config import SFT
+from ..core.train_config import SFTStage
 
 MODEL_RUN = ("model.dtype", "model.threads")  # every stage that loads a model
 STYLE = ("model.prompt_style",)  # every stage that builds prompts
@@ -75,7 +75,7 @@ READS: dict[str, Any] = {
     "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE],
     "dedup": lambda: [Section("dedup", Dedup)],
     "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE],
-    "sft": lambda: [*MODEL_RUN, Section("sft", SFT)],
+    "sft": lambda: [*MODEL_RUN, Section("sft", SFTStage)],
     # pairs.n_problems: the skill check's problems are the train problems after the pairs'
     "ipo": lambda: [*MODEL_RUN, Section("ipo", IPO, skip=("sources", "first_replicate_sources")),
                     "pairs.n_problems", *SKILL, *STYLE],
@@ -87,8 +87,10 @@ READS: dict[str, Any] = {
     "distill": lambda: [*MODEL_RUN, Section("distill", Distill,
                                             skip=("conditions", "first_replicate_conditions")),
                         *SKILL, *STYLE],
+    # int starts from the SFT policy, whatever `rloo.init` says: it reads no init
     "int": lambda: [*MODEL_RUN, Section("int", Interventions),
-                    Section("int.rloo", RL, "rloo"), "sampler", "traces.styles", *STYLE],
+                    Section("int.rloo", RL, "rloo", skip=("init",)), "sampler",
+                    "traces.styles", *STYLE],
     "evaluate": lambda: [*MODEL_RUN, Section("evaluate", Evaluate, skip=(
         "shared", "policies", "controls", "first_replicate_only", "int_policies",
         "dev_policies")),
@@ -131,10 +133,13 @@ def leaves(params: dict, key: str) -> Iterator[str]:
         yield key
 
 
-def _inherited(params: dict, path: str, inherit: str) -> Iterator[str]:
-    """Leaf keys of `inherit` that `path` does not override (nested blocks key by key)."""
+def _inherited(params: dict, path: str, inherit: str, skip: tuple[str, ...] = ()
+               ) -> Iterator[str]:
+    """Leaf keys of `inherit` that `path` does not override (nested blocks key by key), but
+    those under `skip` (keys the stage does not read)."""
     for leaf in leaves(params, inherit):
-        if not C.has(params, path + leaf[len(inherit):]):
+        if not C.has(params, path + leaf[len(inherit):]) and \
+                leaf[len(inherit) + 1:].split(".")[0] not in skip:
             yield leaf
 
 
@@ -148,7 +153,7 @@ def resolved_keys(params: dict, stage: str, arm: str | None = None) -> set[str]:
         out |= {k for k in leaves(params, r.path)
                 if k.split(".")[r.path.count(".") + 1] not in r.skip}
         if r.inherit:
-            out |= set(_inherited(params, r.path, r.inherit))
+            out |= set(_inherited(params, r.path, r.inherit, r.skip))
     return out
 
 
@@ -241,6 +246,43 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
         out += _distill_relations(params)
     if ok("problems", "int"):
         out += _int_relations(params)
+    out += _init_relations(params, ok)
+    return out
+
+
+def _init_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
+    """What an RL arm's `init` (the policy it starts from) asks of the rest: the policy its
+    dvc.yaml stage starts it from (core.arms: Arm.init, the stage's input), a policy some
+    stage saves (`sft_early`: sft.early_step set), trained on the arm's seeds."""
+    from ..core.rl_config import INITS
+
+    out = []
+    for a in A.ARMS:
+        if not ok(a.name, a.script):
+            continue
+        key = f"{a.name}.init" if C.has(params, f"{a.name}.init") else f"{a.script}.init"
+        init = C.at(params, key)
+        if init != a.init:
+            out.append(f"`{key}` is {init!r} for arm {a.name}, whose dvc.yaml stage "
+                       f"({a.stage}) starts it from {a.init} (core.arms.ARMS); set it to "
+                       f"{a.init}, or change the arm's `init` there and run `python -m "
+                       "countdown_rlvr.cli.experiment --write`")
+            continue
+        if init == "sft_early" and ok("sft") and C.at(params, "sft.early_step") is None:
+            out.append(f"`{key}` is sft_early for arm {a.name}, but `sft.early_step` is null "
+                       "(no early checkpoint is saved); set sft.early_step, or start the arm "
+                       "from another policy")
+        if not ok("replicates"):
+            continue
+        chain, source = a.script, INITS.get(init, "sft")
+        seeds = C.at(params, f"replicates.{C.seeds_key(chain)}") or []
+        seeds = seeds[:1] if a.replicates == "first" else seeds
+        have = C.at(params, f"replicates.{C.seeds_key(source)}") or []
+        if missing := [s for s in seeds if s not in have]:
+            out.append(f"`{key}` is {init}, trained on replicates.{C.seeds_key(source)} "
+                       f"{have}, which lacks seed(s) {missing} of arm {a.name} "
+                       f"(replicates.{C.seeds_key(chain)}); add them to "
+                       f"replicates.{C.seeds_key(source)} or drop them")
     return out
 
 
@@ -275,7 +317,8 @@ def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
 
 
 # how a policy of a chain gets an evaluate stage (sft and the arms always have one)
-SAMPLE_IT = {"ipo": "add its source to `ipo.sources` (every seed) or "
+SAMPLE_IT = {"sft": "set `sft.early_step` (the sft stage then saves and samples sft_early)",
+             "ipo": "add its source to `ipo.sources` (every seed) or "
                     "`ipo.first_replicate_sources` (the first)",
              "repair": "add its condition to `distill.conditions` (every seed) or "
                        "`distill.first_replicate_conditions` (the first)",

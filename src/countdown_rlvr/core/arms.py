@@ -3,7 +3,8 @@
 its stage script and its `stage_params.READS` entry.
 
 Everything else is derived from ARMS: the params each arm's stage reads (stage_params), its
-dvc.yaml stages, model-registry artifact and curves (countdown_rlvr.cli.experiment), its check
+dvc.yaml stages (one matrix per script and init), model-registry artifact and curves
+(countdown_rlvr.cli.experiment), its check
 (checks.CHECKS) and its place in the report (results.RL_RUNS / SECONDARY_RUNS).
 
 No training code imports this module: the stage scripts know an arm by its rule (an arm of
@@ -33,11 +34,16 @@ class Arm:
     # its details are read when present (a secondary arm)
     about: str = ""  # what it is: its model-registry description (an "all" arm) or its
     # dvc.yaml stage's comment (a "first" arm)
+    init: str = "sft"  # the policy it starts from (data/models/<init>/r<seed>): its dvc.yaml
+    # stage's input; its params section must resolve `init` to the same (the params check)
 
     def __post_init__(self):
         if self.replicates not in ("all", "first"):
             raise ValueError(f"arm {self.name}: replicates is 'all' or 'first', "
                              f"not {self.replicates!r}")
+        if self.init == self.name:  # the allowed values: rl_config.INITS, the params rule
+            raise ValueError(f"arm {self.name}: init is the policy it starts from, another "
+                             "arm's or an SFT policy, not its own")
         if self.script not in CHAINS:  # its stages run over `replicates.<script>`
             raise ValueError(f"arm {self.name}: its script {self.script!r} is not a chain of "
                              f"config.CHAINS ({', '.join(CHAINS)}); a new kind of arm needs "
@@ -50,8 +56,15 @@ class Arm:
 
     @property
     def stage(self) -> str:
-        """Its dvc.yaml stage: its script's matrix, or a stage of its own."""
-        return self.script if self.replicates == "all" else self.name
+        """Its dvc.yaml stage: a stage of its own (a "first" arm), else the matrix of its
+        script's arms of every replicate that start from its init (a DVC matrix stage has one
+        list of inputs): named as its script when the script's own arm is among them, else
+        as the first of them (`rloo_early`: the RLOO arms from the early SFT checkpoint)."""
+        if self.replicates == "first":
+            return self.name
+        names = [a.name for a in ARMS if a.script == self.script and a.replicates == "all"
+                 and a.init == self.init] or [self.name]
+        return self.script if self.script in names else names[0]
 
 
 def inherited_section(arm: str, script: str) -> str | None:
@@ -60,6 +73,10 @@ def inherited_section(arm: str, script: str) -> str | None:
 
 
 # The one list of arms, in report order.
+# The early arms' check is `trained_on_signal`, not `rollouts_rise`: binary RLOO at S0's
+# operating point is expected to flat-line (the premise they measure), so a check that asked
+# for rising rollouts would call the expected outcome "not tested"; theirs fails only a run
+# that could not have learned (no reward variance in any group, or weights that never moved).
 ARMS: tuple[Arm, ...] = (
     Arm("rloo", "rloo", check="rollouts_rise", curves=True,
         about="RLOO from SFT, reward rloo.reward (binary by default)"),
@@ -67,10 +84,14 @@ ARMS: tuple[Arm, ...] = (
         about="RLOO from SFT with the shaped reward"),
     Arm("rloo_nocurr", "rloo", replicates="first",
         about="RLOO without the curriculum"),
-    Arm("opd", "opd", check="forward_kl_falls", curves=True,
-        about="on-policy distillation from the teacher"),
-    Arm("opd_ac", "opd", check="forward_kl_falls", curves=True,
-        about="anti-collapse on-policy distillation"),
+    Arm("rloo_early", "rloo", check="trained_on_signal", curves=True, init="sft_early",
+        about="RLOO with the binary reward from the early SFT checkpoint, at S0's budget"),
+    Arm("rloo_early_shaped", "rloo", check="trained_on_signal", curves=True, init="sft_early",
+        about="RLOO with the shaped reward from the early SFT checkpoint, at S0's budget"),
+    Arm("opd", "opd", check="forward_kl_falls", curves=True, init="rloo",
+        about="on-policy distillation from the teacher, from the RLOO policy"),
+    Arm("opd_ac", "opd", check="forward_kl_falls", curves=True, init="rloo",
+        about="anti-collapse on-policy distillation, from the RLOO policy"),
 )
 
 

@@ -370,16 +370,18 @@ def eval_sampler(stage: str, params: dict[str, Any]) -> dict[str, Any]:
     return from_section(EvalSampler, stage, params, "sampler").as_dict()
 
 
-# The claim chains, each trained from SFT on its own seed list (`replicates.<chain>`, a subset
-# of `replicates.seeds`, SFT's): sft (SFT, its evaluation, diagnose), ipo (ipo, ipo_first),
-# rloo (the RLOO arms), opd (the OPD arms), repair (repair, distill, distill_first) and int.
+# The claim chains, each trained on its own seed list (`replicates.<chain>`, a subset of
+# `replicates.seeds`, SFT's): sft (SFT and its early checkpoint, their evaluations,
+# diagnose), ipo (ipo, ipo_first), rloo (the RLOO arms), opd (the OPD arms), repair (repair,
+# distill, distill_first) and int.
 # Why lists per chain: a claim is decided by its chain's replicates, and the cheap chains can
 # afford more of them than the costly ones (docs/statistics.md, "Planning the next run").
 CHAINS = ("sft", "ipo", "rloo", "opd", "repair", "int")
-# chain -> the chain whose policy of the same seed it starts from or compares with: every
-# chain trains from SFT, and int also compares with the RLOO policy of its seed (`int@<seed>`
-# reads data/models/rloo/r<seed>), so each chain's seeds must be among its upstream's
-UPSTREAM = {"ipo": "sft", "rloo": "sft", "opd": "sft", "repair": "sft", "int": "rloo"}
+# chain -> the chain whose policy of the same seed it starts from or compares with: the
+# chains train from SFT (or its early checkpoint), but the OPD arms start from the RLOO policy
+# of their seed (`opd.init: rloo`) and int compares with it (`int@<seed>` reads
+# data/models/rloo/r<seed>), so each chain's seeds must be among its upstream's
+UPSTREAM = {"ipo": "sft", "rloo": "sft", "opd": "rloo", "repair": "sft", "int": "rloo"}
 
 
 def chain_path(chain: str) -> list[str]:
@@ -402,7 +404,7 @@ class Replicates:
     seeds: Seeds  # SFT's (sft, its evaluation, diagnose): every chain's seeds are among these
     ipo: Seeds  # `ipo@<source>-<seed>`; `ipo_first` takes the first
     rloo: Seeds  # the RLOO arms (`rloo@<arm>-<seed>`); a first-replicate arm takes the first
-    opd: Seeds  # the OPD arms (`opd@<variant>-<seed>`)
+    opd: Seeds  # the OPD arms (`opd@<variant>-<seed>`); each also in `rloo` (their init)
     repair: Seeds  # `repair@<seed>` and `distill@<condition>-<seed>`; `distill_first`: the first
     int: Seeds  # `int@<seed>`; each also in `rloo` (int compares with RLOO's policy)
 

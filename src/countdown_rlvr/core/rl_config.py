@@ -24,10 +24,16 @@ from .config import (
 )
 from .train_config import Adapter, Optim
 
+# the policies an RL arm may start from (`init`: data/models/<init>/r<seed>, also its frozen
+# KL reference) -> the chain that trains them: the arm's replicate seed must be among its seeds
+INITS = {"sft": "sft", "sft_early": "sft", "rloo": "rloo"}
+
 
 @dataclass(frozen=True)
 class RL(Optim, Adapter):
     """`rloo` (and `int.rloo` over it): train_rloo keys, the prompt pool and the adapter."""
+    init: Annotated[str, choice(*INITS)]  # the policy the arm starts from (and its KL
+    # reference): data/models/<init>/r<seed> of the arm's replicate seed
     reward: Reward  # binary | format | shaped (task.REWARDS)
     steps: Pos  # optimizer steps (one batch of rollouts each, times ppo_epochs)
     group_size: Annotated[int, integer(2)]  # rollouts per prompt (G)

@@ -19,14 +19,14 @@ from .ipo_config import IPO
 from .pretrain_config import Base, Teacher
 from .research_config import Diagnose, Distill, Repair
 from .rl_config import OPD, RL
-from .train_config import SFT
+from .train_config import SFTStage
 
 # every params.yaml section but the arms' (core.arms: each overrides its script's section, and
 # only the params check reads that registry) -> its dataclass; `bad_values` walks params by it
 SECTIONS: dict[str, type] = {
     "replicates": Replicates, "problems": Problems, "traces": Traces, "sampler": EvalSampler,
     "evaluate": Evaluate, "compare": Compare, "dedup": Dedup, "model": Model, "base": Base,
-    "teacher": Teacher, "teacher_traces": TeacherTraces, "pairs": Pairs, "sft": SFT, "ipo": IPO, "rloo": RL, "opd": OPD, "diagnose": Diagnose,
+    "teacher": Teacher, "teacher_traces": TeacherTraces, "pairs": Pairs, "sft": SFTStage, "ipo": IPO, "rloo": RL, "opd": OPD, "diagnose": Diagnose,
     "repair": Repair, "distill": Distill, "int": Interventions, "report": Report,
 }
 

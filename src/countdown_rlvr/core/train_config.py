@@ -70,3 +70,17 @@ class Supervised(Optim):
 class SFT(Supervised, Adapter):
     """An SFT section (`sft`, `int.sft`): train_sft keys and the adapter."""
     pack: Flag  # concatenate examples into max_len blocks (no padding; pre-training)
+
+
+@dataclass(frozen=True)
+class SFTStage(SFT):
+    """The `sft` section: an SFT section plus the early checkpoint the sft stage saves."""
+    early_step: MaybePos  # the step whose policy is saved as sft_early (null = none)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.early_step is not None and self.max_steps is not None \
+                and self.early_step > self.max_steps:
+            raise ValueError(f"sft.early_step ({self.early_step}) is past sft.max_steps "
+                             f"({self.max_steps}): the run never reaches it; lower it, or set "
+                             "it to null (no early checkpoint)")

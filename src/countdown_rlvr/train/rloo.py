@@ -35,8 +35,11 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..core.config import Replicates, from_section, seeds_key
+from ..core.errors import StageError
 from ..core.io import read_jsonl, require_inputs
-from ..core.rl_config import RL
+from ..core.replicates import model_dir
+from ..core.rl_config import INITS, RL
 from ..data.traces import strategy_prompt
 from ..model.logprobs import token_entropy, token_logprobs
 from ..model.policy import n_parameters, render_prompts
@@ -575,6 +578,23 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
 # reports/timings/<stage>.json keys of an RL stage (runtime.TIMING_KEYS: a supervised one)
 RL_TIMING_KEYS = ("seconds", "generate_seconds", "update_seconds", "processes",
                   "generated_tokens", "generated_tokens_per_s")
+
+
+def init_dir(stage: str, init: str, replicate: int, params: dict[str, Any]) -> str:
+    """The model dir the RL arm `stage` starts from: its `init` policy's (`<stage>.init`) of the
+    same replicate seed, which the chain that trains that policy must have (`opd.init: rloo`:
+    replicate r of OPD starts from replicate r of RLOO). Checked before any model loads."""
+    if init == stage:
+        raise StageError(stage, f"`{stage}.init` is {init!r}, its own policy; an arm starts "
+                                "from another's: set it to one of "
+                                f"{', '.join(i for i in INITS if i != stage)}")
+    seeds = from_section(Replicates, stage, params, "replicates").of(INITS[init])
+    if replicate not in seeds:
+        key = f"replicates.{seeds_key(INITS[init])}"
+        raise StageError(stage, f"`{stage}.init` is {init!r}, which {key} {seeds} does not "
+                                f"train for replicate {replicate}; add {replicate} to {key} "
+                                "or start the arm from another policy")
+    return model_dir(init, replicate)
 
 
 def first_problems(stage: str, path: str | Path, n: int | None) -> list[dict]:
