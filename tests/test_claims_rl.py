@@ -65,6 +65,27 @@ def with_early(root: Path, premise=(0.001, -0.001, 0.0), shaped=(0.045, 0.045, 0
             (details / arm / f"{t}.json").write_text((details / f"rloo/{t}.json").read_text())
 
 
+def without_early(root: Path) -> None:
+    """Details from before the early operating point: no sft_early, rloo_early or
+    rloo_early_shaped evaluation, training details, curves or pairs (the report fixture has
+    them, as the default params evaluate them)."""
+    import shutil
+
+    early = ("sft_early", "rloo_early", "rloo_early_shaped")
+    for name in early:
+        for sub in (f"reports/details/eval/{name}", f"reports/details/{name}", f"dvclive/{name}"):
+            shutil.rmtree(root / sub, ignore_errors=True)
+    path = root / "reports/details/compare.json"
+    rep = json.loads(path.read_text())
+    rep["policies"] = {p: v for p, v in rep["policies"].items() if p not in early}
+    rep["pairs"] = {k: v for k, v in rep["pairs"].items() if not any(e in k for e in early)}
+    for r in rep.get("replicates", {}).values():
+        for key in ("pairs", "policies"):
+            if key in r:
+                r[key] = {k: v for k, v in r[key].items() if not any(e in k for e in early)}
+    path.write_text(json.dumps(rep))
+
+
 def with_dev(root: Path, opd=(0.26, 0.62), sft=(0.25, 0.72), spread=0.004) -> None:
     """A `dev` block (pass@1, pass@16) in each replicate's evaluation of plain OPD and SFT."""
     for policy, (p1, p16) in (("opd", opd), ("sft", sft)):
@@ -117,6 +138,7 @@ def test_shaped_at_s0s_point_reproduced_smaller_or_not_testable(tmp_path):
     a tight interval is smaller than the seed's; without the early policies (older details)
     both early rows have no decision and say why, and the other rows do not move."""
     root = copy_fixture(tmp_path)
+    without_early(root)
     before = evaluate(root)
     for name in ("shaped_premise_early", "shaped_early"):
         c = before[name]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.arms import ARMS
-from ..core.int_config import MIN_HELDOUT
+from ..core.config import MIN_HELDOUT
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of the steps

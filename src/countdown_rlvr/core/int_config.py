@@ -10,12 +10,6 @@ from .config import Block, Flag, Pos, Seed, Weight, choice, number
 from .rl_config import RL
 from .train_config import SFT
 
-# Held-out unsolved problems a replicate needs (`unsolved_heldout` in its details): the S3
-# claim's test, whose unit is the replicate, resolves an effect of S3's size with about this
-# many (the committed run's pool of 400 gave 36-42). Fewer: the int arm check fails, the claim
-# reads "not tested". The pool is sized for ~250: problems.n_unseen, int.n_problems.
-MIN_HELDOUT = 200
-
 
 @dataclass(frozen=True)
 class Interventions:
