@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from countdown_rlvr.analysis import claims as claims_mod
 from countdown_rlvr.analysis.plan import PLAN_FILE, load_plan

@@ -34,9 +34,8 @@ from countdown_rlvr.core.stage_env import stage_env
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
 from countdown_rlvr.core import io
-from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
+from countdown_rlvr.core.config import MIN_HELDOUT, eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.data_config import Traces
-from countdown_rlvr.core.config import MIN_HELDOUT
 from countdown_rlvr.core.int_config import Interventions
 from countdown_rlvr.core.replicates import for_replicate, model_dir, run_name, tag
 from countdown_rlvr.core.rl_config import RL
