@@ -3,6 +3,7 @@ a run (`replicates`, `planned_power`).
 
     python scripts/plan_power.py                         # reports/details of this checkout
     python scripts/plan_power.py --details DIR --n 4 5 6 --problems 400
+    python scripts/plan_power.py --proxy shaped_early=shaped:0.29   # no pilot for a claim
 
 Reads a finished run's details (reports/details, dvclive) as the pilot: each claim is
 evaluated under plan.yaml exactly as the report evaluates it, which gives every decision route
@@ -15,6 +16,12 @@ claim is decided by whichever route its data take). The level is the plan's Holm
 step: alpha / (seed claims in plan.yaml) / (the claim's tests). Not observed power: no route
 is evaluated at the pilot's observed effect.
 
+A claim the pilot could not test (an arm it did not train) can borrow the variances of a
+measured claim with `--proxy CLAIM=SOURCE:SCALE`: SOURCE's routes, their variance components
+(or SD squared) times SCALE, at CLAIM's own plan (its scaled seed effect, delta or margin).
+For pass@1 at another level, SCALE = p(1 - p) at CLAIM's level over p(1 - p) at SOURCE's
+(Bernoulli variance); the plan says which claims were planned so.
+
 The pilot's replicates are not the run's: run this on a run whose replicate seeds the next
 run does not use, on problems the next run's decisions are not made on (docs/statistics.md,
 "Planning the next run").
@@ -24,9 +31,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 from countdown_rlvr.analysis import claims as claims_mod
-from countdown_rlvr.analysis.plan import PLAN_FILE, load_plan
+from countdown_rlvr.analysis.plan import PLAN_FILE, ClaimPlan, load_plan
 from countdown_rlvr.analysis.report import IPO_SOURCES
 from countdown_rlvr.analysis.results import load_inputs
 from countdown_rlvr.core import io
@@ -37,37 +45,77 @@ from countdown_rlvr.stats.crossed import crossed_power
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 
-def route_power(p: claims_mod.Plan, n: int, alpha: float, n_problems: int | None
-                ) -> float | None:
-    """One route's power at the plan's effect with n replicates (None: no effect or spread)."""
-    one_sided = p.one_sided if p.seed_one_sided is None else p.seed_one_sided
-    if p.seed is None:
-        return None
-    effect = p.seed if one_sided else abs(p.seed)
-    if effect <= 0:
-        return 0.0
-    alt = "greater" if one_sided else "two-sided"
-    if p.crossed is not None and (comps := p.crossed.components()) is not None:
-        return crossed_power(effect, comps, n_problems or p.crossed.n_problems, n, alpha, alt)
-    return None if not p.sd else t_power(effect, p.sd, n, alpha, alt)
+@dataclass(frozen=True)
+class Route:
+    """One decision route as planned: its effect (distance from its null at the plan's truth),
+    sidedness and variance (crossed components with their problem count, or an SD)."""
+    label: str
+    effect: float | None
+    one_sided: bool
+    components: tuple[float, float, float] | None = None
+    n_problems: int = 0
+    sd: float | None = None
 
 
-def claim_power(c: claims_mod.Claim, n: int, alpha: float, n_problems: int | None
-                ) -> float | None:
-    """The claim's power with n replicates: the smallest over its routes."""
-    powers = [route_power(p, n, alpha, n_problems) for p in c.plans]
-    return None if not powers or any(x is None for x in powers) else min(powers)
-
-
-def variance_words(c: claims_mod.Claim) -> str:
+def routes(c: claims_mod.Claim) -> list[Route]:
     out = []
     for p in c.plans:
         comps = p.crossed.components() if p.crossed is not None else None
-        out.append(f"{p.label}: " + (
-            "components (problems, replicates, residual) "
-            + ", ".join(f"{v:.2g}" for v in comps) if comps is not None
-            else f"SD {p.sd:.3g} over {p.n} replicates" if p.sd else "no spread"))
-    return "; ".join(out)
+        out.append(Route(p.label, p.seed, p.one_sided if p.seed_one_sided is None
+                         else p.seed_one_sided, comps,
+                         p.crossed.n_problems if p.crossed is not None else 0, p.sd))
+    return out
+
+
+def proxied(source: claims_mod.Claim, target: ClaimPlan, scale: float) -> list[Route]:
+    """`source`'s routes with their variances times `scale`, at `target`'s plan: the effect
+    route at its scaled seed effect, a smaller-than or no-change route at its delta."""
+    out = []
+    for r in routes(source):
+        bound = r.label.startswith("smaller") or target.kind == "no_change"
+        effect = target.delta if bound else target.scaled
+        comps = None if r.components is None else tuple(v * scale for v in r.components)
+        sd = None if r.sd is None else r.sd * scale ** 0.5
+        out.append(Route(f"{r.label} (from {source.name}, x{scale:g})", effect, r.one_sided,
+                         comps, r.n_problems, sd))
+    return out
+
+
+def route_power(r: Route, n: int, alpha: float, n_problems: int | None) -> float | None:
+    """One route's power at the plan's effect with n replicates (None: no effect or spread)."""
+    if r.effect is None:
+        return None
+    effect = r.effect if r.one_sided else abs(r.effect)
+    if effect <= 0:
+        return 0.0
+    alt = "greater" if r.one_sided else "two-sided"
+    if r.components is not None:
+        return crossed_power(effect, r.components, n_problems or r.n_problems, n, alpha, alt)
+    return None if not r.sd else t_power(effect, r.sd, n, alpha, alt)
+
+
+def claim_power(rs: list[Route], n: int, alpha: float, n_problems: int | None
+                ) -> float | None:
+    """The claim's power with n replicates: the smallest over its routes."""
+    powers = [route_power(r, n, alpha, n_problems) for r in rs]
+    return None if not powers or any(x is None for x in powers) else min(powers)
+
+
+def variance_words(rs: list[Route]) -> str:
+    return "; ".join(f"{r.label}: " + (
+        "components (problems, replicates, residual) "
+        + ", ".join(f"{v:.2g}" for v in r.components) if r.components is not None
+        else f"SD {r.sd:.3g}" if r.sd else "no spread") for r in rs)
+
+
+def parse_proxy(text: str) -> tuple[str, str, float]:
+    try:
+        target, rest = text.split("=", 1)
+        source, scale = rest.rsplit(":", 1)
+        return target, source, float(scale)
+    except ValueError:
+        raise SystemExit(f"--proxy {text!r}: write CLAIM=SOURCE:SCALE, e.g. "
+                         "shaped_early=shaped:0.29") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="replicate counts to plan for")
     ap.add_argument("--problems", type=int, default=None,
                     help="test problems of the planned run (default: the pilot's)")
+    ap.add_argument("--proxy", action="append", default=[], metavar="CLAIM=SOURCE:SCALE",
+                    help="plan CLAIM with SOURCE's variances times SCALE (no pilot for it)")
     args = ap.parse_args(argv)
     plan = load_plan(args.plan)
     params = io.load_params()
@@ -88,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
                       from_section(Evaluate, "plan", params, "evaluate").all(),
                       IPO_SOURCES, tuple(REPAIR_LABELS), replicates=chains)
     evaluated = claims_mod.evaluate(inp, plan)
+    by = {c.name: c for c in evaluated}
+    planned = {c.name: routes(c) for c in evaluated}
+    for target, source, scale in map(parse_proxy, args.proxy):
+        if target not in plan.claims or source not in by:
+            raise SystemExit(f"--proxy: {target!r} must be a claim of {args.plan} and "
+                             f"{source!r} one the pilot evaluated ({', '.join(by)})")
+        planned[target] = proxied(by[source], plan.claims[target], scale)
     n_seed = sum(1 for cp in plan.claims.values() if cp.family == "seed")
     n_ext = len(plan.claims) - n_seed
     print(f"plan: {args.plan}; pilot: {args.details}; alpha {plan.alpha} / {n_seed} seed "
@@ -97,19 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     for c in evaluated:
         fam = n_seed if c.family == "seed" else n_ext
         alpha = plan.alpha / max(1, fam) / max(1, len(c.tests()) or len(c.plans))
+        rs = planned[c.name]
         cells = []
         for n in args.n:
-            pw = claim_power(c, n, alpha, args.problems)
+            pw = claim_power(rs, n, alpha, args.problems)
             cells.append("–" if pw is None else f"{pw:.2f}")
         why = (c.why_not or c.seed_unusable or
-               ("" if c.plans else "no route: the pilot did not test it"))
-        routes = why if why and all(x == "–" for x in cells) else \
-            ", ".join(p.label for p in c.plans)
-        print(f"| {c.name} | {c.family} | {routes} | " + " | ".join(cells) + " |")
+               ("" if rs else "no route: the pilot did not test it"))
+        label = why if why and all(x == "–" for x in cells) else ", ".join(r.label for r in rs)
+        print(f"| {c.name} | {c.family} | {label} | " + " | ".join(cells) + " |")
     print("\nvariances (the pilot's):")
     for c in evaluated:
-        if c.plans:
-            print(f"- {c.name}: {variance_words(c)}")
+        if planned[c.name]:
+            print(f"- {c.name}: {variance_words(planned[c.name])}")
     return 0
 
 

@@ -224,10 +224,17 @@ def test_collapse_as_s4_defines_it_held_or_not_and_anti_collapse_tested_either_w
 
 def test_the_plan_checks_the_second_quantitys_delta():
     """delta_k follows the one rule as delta does; a second quantity needs both its seed
-    numbers and its level; no claim of the plan is missing from it."""
+    numbers and its level; no claim of the plan is missing from it; the shipped plan was
+    written before its run and plans at least 4 replicates for every claim, with a planned
+    power exactly where the claim has a seed effect on this scale."""
     plan = load_plan(ROOT / "plan.yaml")
     assert {fn.__name__ for fn in claims.CLAIMS} == set(plan.claims)
-    assert all(cp.replicates == 4 and cp.planned_power is None for cp in plan.claims.values())
+    assert plan.written_before_run
+    assert all(cp.replicates >= 4 for cp in plan.claims.values())
+    assert {n for n, cp in plan.claims.items() if cp.planned_power is not None} == {
+        n for n, cp in plan.claims.items() if cp.scaled is not None}
+    assert all(0 <= cp.planned_power <= 1 for cp in plan.claims.values()
+               if cp.planned_power is not None)
     raw = yaml.safe_load((ROOT / "plan.yaml").read_text())
     raw["claims"]["opd_beats_rloo"]["delta_k"] = 0.04
     with pytest.raises(PlanError, match=r"claims.opd_beats_rloo: delta_k 0.04 breaks the rule"):

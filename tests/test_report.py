@@ -182,7 +182,7 @@ def test_claims_table_and_design_differences(complete):
     assert md.index("## What was found") < md.index(CLAIMS_TABLE) < md.index("(S4 Table 1)") \
         < md.index("## Claims in detail")
     found = md[md.index("## What was found"):md.index("## The answers at a glance")]
-    assert "**written after this run was seen**" in found  # plan.yaml says so
+    assert "written before this run" in found  # plan.yaml says so
     bullets = [line for line in found.splitlines() if line.startswith("- **")]
     assert len(bullets) == len(claims.CLAIMS)
     rows = claim_table(md)
@@ -575,11 +575,11 @@ def test_stage_errors_name_the_fix(tmp_path, monkeypatch):
     run_stage(root, monkeypatch, require_all=False)  # the same inputs render when allowed
     assert "not run" in (root / "reports/report.md").read_text()
     # a delta that breaks the plan's rule names the value the rule gives
-    plan = (ROOT / "plan.yaml").read_text().replace("delta: 0.131", "delta: 0.2")
+    plan = (ROOT / "plan.yaml").read_text().replace("delta: 0.117", "delta: 0.2")
     (root / "plan.yaml").write_text(plan)
     monkeypatch.chdir(root)
     with pytest.raises(SystemExit, match=r"claims.self_distill: delta 0.2 breaks the rule.*"
-                                         r"set `delta: 0.131`"):
+                                         r"set `delta: 0.117`"):
         runpy.run_path(str(ROOT / "stages/report.py"), run_name="__main__")
 
 
@@ -686,9 +686,13 @@ def test_delta_and_the_seed_effect_come_from_the_plan_file(complete):
         if cp.kind == "effect" and cp.relative is not None:
             assert cp.delta == pytest.approx(rule_delta(0.5, cp.seed_from, cp.seed_to,
                                                         cp.level), abs=5e-4)
-    assert plan.written_before_run is False and "cecf67f" in plan.note
+    assert plan.written_before_run is True and "cecf67f" in plan.note
     root, md = complete
-    assert "**written after this run was seen**" in md and plan.note in md
+    assert "written before this run" in md and plan.note in md
+    after = dataclasses.replace(plan, written_before_run=False, note="seen first")
+    render(root, require_all=True, plan=after)
+    assert "**written after this run was seen**" in (root / "reports/report.md").read_text()
+    render(root, require_all=True, plan=plan)  # the module fixture's report, as it was
     inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
     sd = {c.name: c for c in claims.evaluate(inp, plan)}["self_distill"]
     assert (sd.delta, sd.seed_scaled) == (plan.of("self_distill").delta,
