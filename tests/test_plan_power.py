@@ -5,6 +5,7 @@ borrows a measured claim's variances, scaled, at its own plan."""
 import importlib.util
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -50,17 +51,13 @@ def test_a_claims_power_is_its_weakest_route_and_needs_every_route():
 
 
 def test_a_proxy_scales_the_variances_and_takes_the_targets_effects():
-    class Source:  # the fields of claims.Claim that routes() reads
-        name = "shaped"
+    def route(label, seed):  # the fields of claims.Plan that routes() reads
+        crossed = SimpleNamespace(components=lambda: COMPS, n_problems=400)
+        return SimpleNamespace(label=label, seed=seed, one_sided=True, seed_one_sided=None,
+                               sd=None, crossed=crossed)
 
-        class _P:
-            def __init__(self, label, seed):
-                self.label, self.seed, self.one_sided, self.seed_one_sided = label, seed, True, None
-                self.sd, self.crossed = None, type("C", (), {
-                    "components": lambda self: COMPS, "n_problems": 400})()
-
-        plans = [_P("rloo_shaped − rloo", 0.14), _P("smaller than δ", 0.07)]
-
+    Source = SimpleNamespace(name="shaped", plans=[route("rloo_shaped − rloo", 0.14),
+                                                   route("smaller than δ", 0.07)])
     target = ClaimPlan("shaped_early", "effect", "seed", 0.013, 4, None, 0.088, 0.120, 0.074)
     rs = plan_power.proxied(Source, target, 0.29)
     assert [r.effect for r in rs] == [pytest.approx(target.scaled), 0.013]
