@@ -912,3 +912,31 @@ def test_the_committed_report_reads_in_a_terminal():
     assert md.index("## What was found") < md.index(CLAIMS_TABLE)
     # the committed run sampled no OOD split: the legend says so instead of "(? numbers"
     assert "(? numbers" not in md and "OOD split (not sampled in this run" in md
+
+
+def test_the_teacher_caveat_weighs_its_margin_against_s4s(tmp_path):
+    """The caveats give the teacher's pass@1 as a ratio to the student's, beside S4's 1.51x,
+    and say whether OPD's premise (a stronger teacher) holds: short of S4's margin it holds
+    only in part; a teacher at twice the student's pass@1 and above its pass@16 meets it."""
+    root = copy_fixture(tmp_path)
+    details = root / "reports/details"
+    teacher = json.loads((details / "teacher.json").read_text())
+    teacher.update(n_params=3_322_176, pretrain={"steps": 1200})
+    (details / "teacher.json").write_text(json.dumps(teacher))
+    render(root, require_all=True)
+    line = next(x for x in (root / "reports/report.md").read_text().splitlines()
+                if x.startswith("- **The teacher**"))
+    assert "3,322,176 parameters" in line and "its own pre-training" in line
+    assert "S4's teacher: 1.51x" in line
+    compare = json.loads((details / "compare.json").read_text())
+    ratio = (compare["policies"]["teacher"]["test"]["pass@1"]["mean"]
+             / compare["policies"]["sft"]["test"]["pass@1"]["mean"])
+    assert f"({ratio:.2f}x;" in line and ("holds only in part" in line) == (ratio < 1.51)
+    for key, scale in (("pass@1", 2.0), ("pass@16", 1.05)):  # a teacher with S4's margin
+        block = compare["policies"]["teacher"]["test"][key]
+        block["mean"] = min(1.0, compare["policies"]["sft"]["test"][key]["mean"] * scale)
+    (details / "compare.json").write_text(json.dumps(compare))
+    render(root, require_all=True)
+    line = next(x for x in (root / "reports/report.md").read_text().splitlines()
+                if x.startswith("- **The teacher**"))
+    assert "(2.00x;" in line and "which meets S4's" in line

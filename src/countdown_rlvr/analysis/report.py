@@ -694,23 +694,34 @@ def claims_details(ctx: Context) -> list[str]:
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")
 
 
+S4_TEACHER_RATIO = 0.535 / 0.354  # S4: its 7B teacher's pass@1 over its student SFT's (1.5x)
+
+
 def _teacher_caveat(ctx: Context) -> list[str]:
     """What the teacher is (its size from its own training details, not an assumption) and
-    its margin over the student, which OPD and the teacher pair sources rely on."""
+    its margin over the student against S4's (pass@1 1.5x the student's, pass@16 at least
+    the student's), which OPD and the teacher pair sources rely on."""
     teacher, student = ctx.data.get("teacher.json") or {}, ctx.data.get("sft.json") or {}
     t1, s1 = _pooled(ctx, "teacher", 1), _pooled(ctx, "sft", 1)
     if not teacher.get("n_params") or t1 is None or s1 is None:
         return []
     same = teacher.get("n_params") == student.get("n_params")
-    margin = t1["mean"] - s1["mean"]
+    ratio = t1["mean"] / s1["mean"] if s1["mean"] else None
+    tk, sk = _pooled(ctx, "teacher", ctx.kmax), _pooled(ctx, "sft", ctx.kmax)
+    at_k = "" if tk is None or sk is None else \
+        f", pass@{ctx.kmax} {tk['mean']:.3f} against {sk['mean']:.3f}"
+    short = ratio is None or ratio < S4_TEACHER_RATIO or (tk and sk and tk["mean"] < sk["mean"])
     return [f"- **The teacher** has {teacher['n_params']:,} parameters"
             + (" (the student's architecture, trained longer from the same base)" if same
-               else f" (the student: {student.get('n_params', 0):,})")
+               else f" (the student: {student.get('n_params', 0):,}"
+               + ("; its own pre-training" if teacher.get("pretrain") else "") + ")")
             + f"; its test pass@1 is {t1['mean']:.3f} against the student's {s1['mean']:.3f} "
-            f"(mean over replicates), a margin of {margin:+.3f}. OPD distils toward it and "
-            "the easyneg / hardneg pairs take its samples as chosen answers, so both rest on "
-            "that margin" + (": with a teacher no better than the student they test little."
-                             if margin <= 0 else ".")]
+            + ("" if ratio is None else f"({ratio:.2f}x; S4's teacher: 1.51x)") + at_k
+            + " (means over replicates). OPD distils toward it and the easyneg / hardneg pairs "
+            "take its samples as chosen answers, so both rest on that margin"
+            + (": it falls short of S4's, so OPD's premise (a stronger teacher supplies paths "
+               "the student cannot find) holds only in part." if short else ", which meets "
+               "S4's.")]
 
 
 OOD_FLOOR = 0.1  # best OOD pass@k below this: the split cannot tell the policies apart
