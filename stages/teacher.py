@@ -5,10 +5,12 @@
 steered by the rotated strategy prompts of `teacher_traces` (S1 §3.1.1); the rest are the
 plain prompt, so the teacher is also evaluated (`evaluate@teacher`) with the prompt and
 sampler every policy gets. Where the traces' model comes from, `teacher.init`:
-- `pretrain` (the default): the larger `teacher.tiny_preset` built from `teacher.init_seed`
-  and pre-trained as the base stage pre-trains the student (the `base:` section's corpus and
-  loop, train.pretrain), so the teacher can have a margin over the student;
-- `base`: the student's pre-trained base (data/models/base), a peer of the student;
+- `base` (the default): the student's pre-trained base (data/models/base), a peer of the
+  student;
+- `pretrain`: the larger `teacher.tiny_preset` built from `teacher.init_seed` and pre-trained
+  as the base stage pre-trains the student (the `base:` section's corpus and loop,
+  train.pretrain), for a teacher with a margin over the student (with the student's recipe it
+  learned more slowly than the student: docs/defaults.md#teacher);
 - `scratch`: `teacher.tiny_preset` from random weights, no pre-training.
 Any other `teacher.base` (a hub id such as Qwen/Qwen2.5-1.5B-Instruct, or a local model dir)
 is passed through.

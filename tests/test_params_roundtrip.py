@@ -60,8 +60,9 @@ def test_the_one_replicate_run_sets_every_chain_in_one_flag(tmp_path):
     removed, added = _changed_lines(
         tmp_path, "replicates={seeds:[1],ipo:[1],rloo:[1],opd:[1],repair:[1],int:[1]}")
     assert added == [] and [_code(x) for x in removed] == (
-        ["  - 2", "  - 3", "  - 4", "  - 5"] + 5 * ["  - 2", "  - 3", "  - 4"])
-    # seeds, then ipo, rloo, opd, repair and int: four seeds each
+        ["  - 2", "  - 3", "  - 4", "  - 5"] + ["  - 2", "  - 3", "  - 4"]
+        + ["  - 2", "  - 3", "  - 4", "  - 5"] + 3 * ["  - 2", "  - 3", "  - 4"])
+    # seeds (five), ipo (four), rloo (five), opd, repair and int (four each)
     assert yaml.safe_load((tmp_path / "params.yaml").read_text())["replicates"] == \
         {key: [1] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}
     readme = (ROOT / "README.md").read_text()
