@@ -72,6 +72,7 @@ def params(seeds=(0, 1, 2), **chains) -> dict:
                               for c in ("ipo", "rloo", "opd", "repair", "int")}},
             "evaluate": {"shared": ["base", "teacher"],
                          "int_policies": ["int", "int_sft", "int_plain_rl"]},
+            "sft": {"early_step": 800},  # the sft stage also saves sft_early, as the defaults
             "ipo": {"sources": ["scripted", "easyneg", "hardneg"],
                     "first_replicate_sources": ["base"]},
             "distill": {"conditions": ["R"],

@@ -92,12 +92,12 @@ def test_the_matrices_make_the_stages_dvc_runs():
 
 
 def test_a_sections_rules_re_run_only_the_stages_that_read_it():
-    """Editing RLOO's params rules re-runs the RL stages and the params check (at most 30 of
-    the 96 stages), not the evaluations, data or SFT stages; no evaluation depends on the
+    """Editing RLOO's params rules re-runs the RL stages and the params check (at most a third
+    of the stages), not the evaluations, data or SFT stages; no evaluation depends on the
     training code (a policy dir marked as untrained is read through countdown_rlvr.model)."""
     rules = Path("src/countdown_rlvr/core/rl_config.py")
     users = {name: n for name, (n, deps) in instances().items() if covered(rules, deps)}
-    assert sum(users.values()) <= 30, users
+    assert sum(users.values()) <= sum(n for n, _ in instances().values()) // 3, users
     assert {"rloo", "opd", "int", "check_params"} <= set(users)
     assert not {"sft", "evaluate_rloo", "problems", "report"} & set(users)
     train = Path("src/countdown_rlvr/train")

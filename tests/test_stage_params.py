@@ -140,6 +140,7 @@ def test_an_arms_init_must_be_its_stages_and_a_policy_trained_on_its_seeds():
                             "arm from another policy" for a in ("rloo_early", "rloo_early_shaped")]
 
     def opd_beyond_rloo(params):
+        params["replicates"]["rloo"] = [1, 2, 3, 4]
         params["replicates"]["opd"] = [1, 5]
 
     assert _problems(opd_beyond_rloo) == [(

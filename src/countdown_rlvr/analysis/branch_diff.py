@@ -64,7 +64,7 @@ EVAL = "reports/details/eval"
 SHARED_STAGES = ("problems", "base", "teacher", "traces", "teacher_traces", "dedup", "pairs")
 # verdicts are short: a row of the text format fits WIDTH with them unwrapped
 NOT_A_TEST = "inputs differ: no test"
-ONE_DRAW = "one draw on a side: no test"
+ONE_DRAW = "one draw: no test"  # a side with one replicate: no spread to test with
 WORKSPACE = "workspace"  # the name `dvc metrics diff` gives the working tree too
 ADJUST = ("holm", "none")
 WIDTH = 120  # the text format's lines fit a terminal this wide
@@ -357,7 +357,7 @@ def compare(a: list[float], b: list[float], alpha: float = 0.05) -> dict:
     if len(a) < 2 or len(b) < 2:
         return {**out, "verdict": ONE_DRAW}
     if np.std(a) == 0 and np.std(b) == 0:
-        return {**out, "verdict": "no spread on either side: no test"}
+        return {**out, "verdict": "no spread: no test"}
     res = ttest_ind(b, a, equal_var=False)
     lo, hi = res.confidence_interval(1 - alpha)
     p = float(res.pvalue)
@@ -373,7 +373,7 @@ def compare_paired(d: list[float], alpha: float = 0.05) -> dict:
         return {**out, "verdict": ONE_DRAW}
     # (x + s) - x is s only up to rounding: a shift common to every seed counts as zero spread
     if np.ptp(d) <= 1e-12:  # the diff column says by how much they all moved
-        return {**out, "verdict": f"zero spread over {len(d)}: no test"}
+        return {**out, "verdict": "zero spread: no test"}  # all equal; n: the count column
     res = ttest_1samp(d, 0.0)
     lo, hi = res.confidence_interval(1 - alpha)
     p = float(res.pvalue)
