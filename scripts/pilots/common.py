@@ -1,0 +1,28 @@
+"""What the pilots share: the development split and its evaluation (never the test split)."""
+
+import json
+import time
+
+from countdown_rlvr.core import io
+from countdown_rlvr.core.config import eval_sampler, prompt_style
+from countdown_rlvr.eval.metrics import summarize
+from countdown_rlvr.eval.scoring import evaluate_policy
+
+DEV = "data/problems/dev.jsonl"  # pilots and tuning read this split; `test` is confirmatory
+REPLICATE = 100  # the pilots' replicate seed: no committed run uses it
+
+
+def evaluate_dev(model, tok, what: str, log: str, n: int = 8) -> dict:
+    """pass@1 and pass@n of (model, tok) on the development split at the evaluation sampler
+    (sampling seed 0), printed and appended to the JSON-lines file `log`."""
+    params = io.load_params()
+    t = time.time()
+    rec = evaluate_policy((model, tok), io.read_jsonl(DEV), n, eval_sampler("pilot", params),
+                          [0], prompt_style("pilot", params), batch_size=1024, progress=False)
+    m = summarize(rec, [1, n], [1])["dev"]
+    row = {"what": what, "pass@1": m["pass@1"], f"pass@{n}": m[f"pass@{n}"],
+           "eval_s": round(time.time() - t)}
+    print(row, flush=True)
+    with open(log, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    return row
