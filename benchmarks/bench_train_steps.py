@@ -51,7 +51,7 @@ def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
     from countdown_rlvr.core.config import from_section
     from countdown_rlvr.core.io import load_params, read_jsonl
     from countdown_rlvr.core.rl_config import RL
-    from countdown_rlvr.core.train_config import SFT
+    from countdown_rlvr.core.train_config import SFTStage
     from countdown_rlvr.model.policy import configure, load_model
     from countdown_rlvr.train import runtime
     from countdown_rlvr.train.losses import completion_nll
@@ -62,7 +62,7 @@ def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
     configure({**params, "model": {**params["model"], "dtype": dtype}})  # as load_stage
     out = {}
     # SFT: the stage's batches (length-grouped, seeded), one optimizer step each
-    sft = from_section(SFT, "bench", params, "sft")
+    sft = from_section(SFTStage, "bench", params, "sft")
     model, tok = load_model(model_dir)
     model = runtime.setup_run(sft.batch_size, sft.seed).prepare_model(model.train())
     examples = [(r["prompt"], r["completion"]) for r in read_jsonl(ROOT / "data/sft/train.jsonl")]

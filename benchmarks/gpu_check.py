@@ -653,7 +653,7 @@ def check_training(size: Size, device: str, dtype, qwen: dict) -> list[Row]:
 
     from countdown_rlvr.core.config import from_section
     from countdown_rlvr.core.rl_config import RL
-    from countdown_rlvr.core.train_config import SFT
+    from countdown_rlvr.core.train_config import SFTStage
     from countdown_rlvr.data.traces import search_trace
     from countdown_rlvr.model.policy import build_tokenizer, configure
     from countdown_rlvr.task import solve_prompt
@@ -670,7 +670,7 @@ def check_training(size: Size, device: str, dtype, qwen: dict) -> list[Row]:
     where = f"{shape_name(size)}, {dtype_name}"
 
     # SFT: one step of the real loop on solver traces, LoRA as params.qwen.yaml's sft
-    sft = from_section(SFT, "gpu_check", qwen, "sft")
+    sft = from_section(SFTStage, "gpu_check", qwen, "sft")
     sft = dataclasses.replace(sft, max_steps=1, epochs=None, log_every=1,
                               batch_size=size.sft_batch or sft.batch_size)
     setting = (f"1 step of train_sft (its set-up included), {sft.adapter} r {sft.lora_r} "

@@ -21,7 +21,7 @@ from common import REPLICATE, evaluate_dev
 
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import from_section
-from countdown_rlvr.core.train_config import SFT
+from countdown_rlvr.core.train_config import SFTStage
 from countdown_rlvr.model.policy import load_model
 from countdown_rlvr.train import runtime
 from countdown_rlvr.train.sft import train_sft
@@ -37,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
     params = io.load_params()
     # replicate r moves the seed by r x 1,000,000, as the stages do
-    cfg = replace(from_section(SFT, "sft", params, "sft"),
+    cfg = replace(from_section(SFTStage, "sft", params, "sft"),
                   seed=params["sft"]["seed"] + REPLICATE * 1_000_000)
     model, tok = load_model("data/models/base")
     examples = [(r["prompt"], r["completion"]) for f in TRACES for r in io.read_jsonl(f)]
