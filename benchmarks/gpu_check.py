@@ -671,7 +671,7 @@ def check_training(size: Size, device: str, dtype, qwen: dict) -> list[Row]:
 
     # SFT: one step of the real loop on solver traces, LoRA as params.qwen.yaml's sft
     sft = from_section(SFTStage, "gpu_check", qwen, "sft")
-    sft = dataclasses.replace(sft, max_steps=1, epochs=None, log_every=1,
+    sft = dataclasses.replace(sft, max_steps=1, epochs=None, log_every=1, early_step=None,
                               batch_size=size.sft_batch or sft.batch_size)
     setting = (f"1 step of train_sft (its set-up included), {sft.adapter} r {sft.lora_r} "
                f"(alpha {sft.lora_alpha:g}), batch {sft.batch_size}, max_len {sft.max_len}, "
