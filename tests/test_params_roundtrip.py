@@ -44,7 +44,7 @@ def _code(line: str) -> str:
     ("evaluate.ks=[1,4]", ["  - 8", "  - 16"], []),
     ("replicates.seeds=[1,2,3]", ["  - 4", "  - 5"], []),
     # a chain's seed list, and a mapping of scalars
-    ("replicates.rloo=[1,2,3,4,5]", [], ["  - 5"]),
+    ("replicates.rloo=[1,2,3,4]", ["  - 5"], []),
     ("report.chain_minutes.int=6.0", ["    int: 5.5"], ["    int: 6.0"]),
     # a null
     ("model.threads=2", ["  threads:"], ["  threads: 2"]),
