@@ -324,7 +324,7 @@ def test_in_a_clone_without_the_cache_the_status_filter_shows_code_and_params_ch
         fh.write("# a code change\n")
     out = filtered()
     assert {line[:-1] for line in out.splitlines() if not line.startswith("\t")} == {
-        "check_params", "rloo@rloo-1", "rloo@rloo-2", "rloo@rloo-3", "rloo@rloo-4",
-        "rloo_nocurr@1", "int@1", "int@2", "report"}
+        "check_params", *(f"rloo@rloo-{s}" for s in range(1, 6)), "rloo_nocurr@1",
+        *(f"int@{s}" for s in range(1, 5)), "report"}
     assert "modified:           stages/report.py" in out and "rloo.reward" in out
     assert "deleted" not in out and "not in cache" not in out
