@@ -147,7 +147,7 @@ def test_shaped_at_s0s_point_reproduced_smaller_or_not_testable(tmp_path):
         assert "not evaluated in this run" in c.why_not
     plan = load_plan()
     assert before["shaped_early"].delta == plan.of("shaped_early").delta == 0.016
-    assert before["shaped_early"].seed_scaled == pytest.approx((0.120 - 0.088) / 0.088 * 0.074)
+    assert before["shaped_early"].seed_scaled == pytest.approx((0.120 - 0.088) / 0.088 * 0.087)
     with_early(root)
     found = evaluate(root)
     assert found["shaped_early"].decision == Decision.REPRODUCED
