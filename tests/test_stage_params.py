@@ -156,6 +156,33 @@ def test_int_reads_no_init():
     assert "rloo.init" in resolved_keys(params, "rloo_nocurr")
 
 
+def test_the_teacher_reads_rloo_keys_only_while_its_rl_phase_is_on():
+    """teacher.rl null: no RL phase, so `-S rloo.lr=...` re-runs no teacher; set: the teacher
+    reads every rloo key it does not override (as int.rloo), but never rloo.init."""
+    params = io.load_params(ROOT / "params.yaml")
+    params["teacher"]["rl"] = None
+    assert not {k for k in resolved_keys(params, "teacher") if k.startswith("rloo.")}
+    check_all(params)  # the null block builds no RL config
+    params["teacher"]["rl"] = {"reward": "binary", "steps": 3}
+    keys = resolved_keys(params, "teacher")
+    assert {"teacher.rl.reward", "teacher.rl.steps", "rloo.lr", "rloo.sampler.temperature"} <= keys
+    assert not keys & {"rloo.reward", "rloo.steps", "rloo.init"}
+    check_all(params)
+
+
+def test_a_teacher_rl_phase_on_a_passed_through_teacher_names_the_fix():
+    def edit(params):
+        params["teacher"].update(base="Qwen/Qwen2.5-1.5B-Instruct", rl={"steps": 3})
+        params["teacher"]["rl"]["stepz"] = 1
+    lines = _problems(edit)
+    assert any("`teacher.rl.stepz` is not a param" in line for line in lines)
+
+    def edit_base(params):
+        params["teacher"].update(base="Qwen/Qwen2.5-1.5B-Instruct", rl={"steps": 3})
+    assert any("set teacher.rl to null, or teacher.base to tiny" in line
+               for line in _problems(edit_base))
+
+
 def test_a_refused_value_is_listed_not_tripped_over():
     """`evaluate.n: x` would make evaluate's relations (ks <= n) raise a raw TypeError; its
     rule's message is listed instead, next to the other sections' problems."""

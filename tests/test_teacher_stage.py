@@ -12,7 +12,7 @@ from conftest import ROOT
 
 from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.io import StageError
-from countdown_rlvr.core.pretrain_config import Teacher
+from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.data.traces import solver_traces
 from countdown_rlvr.model.policy import load_model, n_parameters, new_tiny
 from countdown_rlvr.task import generate_problems, solve_prompt
@@ -68,3 +68,39 @@ def test_a_bad_init_names_the_choices():
     with pytest.raises(StageError, match=r"`teacher.init` is 'pretrained'; allowed: one of "
                                          r"pretrain, base, scratch"):
         from_section(Teacher, "teacher", params, "teacher")
+
+
+def test_teacher_rl_trains_the_teacher_further_by_rloo_after_its_traces(tmp_path, monkeypatch):
+    """teacher.rl: the trace training, then RLOO on the train problems; one curve dir with the
+    RL phase's curves named rl/<name> after the trace steps, its summary in the details and
+    its time a phase of the stage's."""
+    params = _params()
+    params["teacher"].update(init="scratch", rl={
+        "steps": 2, "prompts_per_step": 2, "group_size": 2, "curriculum": False,
+        "n_problems": 8, "gen_batch_size": 4, "micro_batch": 4, "log_every": 1,
+        "sampler": {"max_new_tokens": 8}})
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    traces = tmp_path / "data/traces/solver.jsonl"
+    traces.parent.mkdir(parents=True)
+    traces.write_text("".join(json.dumps(r) + "\n" for r in _solver_traces(8)))
+    train = tmp_path / "data/problems/train.jsonl"
+    train.parent.mkdir(parents=True)
+    train.write_text("".join(json.dumps(p.to_dict()) + "\n"
+                             for p in generate_problems(8, 0, "train")))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["teacher.py"])
+    runpy.run_path(str(ROOT / "stages/teacher.py"), run_name="__main__")
+
+    details = json.loads((tmp_path / "reports/details/teacher.json").read_text())
+    assert details["steps"] == 2  # the trace training's
+    assert (details["rl"]["reward"], details["rl"]["steps"], details["rl"]["rollouts"]) == \
+        (params["rloo"]["reward"], 2, 2 * 2 * 2)
+    curves = tmp_path / "dvclive/teacher/plots/metrics"
+    sft_steps = [line.split("\t")[0] for line in
+                 (curves / "train/loss.tsv").read_text().splitlines()[1:]]
+    rl_steps = [line.split("\t")[0] for line in
+                (curves / "rl/pass_rate.tsv").read_text().splitlines()[1:]]
+    assert (sft_steps, rl_steps) == (["0", "1"], ["2", "3"])  # the RL phase counts on
+    timing = json.loads((tmp_path / "reports/timings/teacher.json").read_text())
+    assert set(timing["phases"]) == {"train", "rl"} and timing["phases"]["rl"] > 0
+    assert load_model(str(tmp_path / "data/models/teacher"))[0] is not None

@@ -5,7 +5,7 @@ import time
 
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import eval_sampler, prompt_style
-from countdown_rlvr.eval.metrics import summarize
+from countdown_rlvr.eval.metrics import pass_at_k
 from countdown_rlvr.eval.scoring import evaluate_policy
 
 DEV = "data/problems/dev.jsonl"  # pilots and tuning read this split; `test` is confirmatory
@@ -19,9 +19,11 @@ def evaluate_dev(model, tok, what: str, log: str, n: int = 8) -> dict:
     t = time.time()
     rec = evaluate_policy((model, tok), io.read_jsonl(DEV), n, eval_sampler("pilot", params),
                           [0], prompt_style("pilot", params), batch_size=1024, progress=False)
-    m = summarize(rec, [1, n], [1])["dev"]
-    row = {"what": what, "pass@1": m["pass@1"], f"pass@{n}": m[f"pass@{n}"],
-           "eval_s": round(time.time() - t)}
+    # correct samples per (problem, sampling seed) group of n: the unbiased pass@k estimate
+    hits = rec.groupby(["problem_id", "seed"])["correct"].sum()
+    row = {"what": what, **{f"pass@{k}": round(float(hits.map(
+        lambda c: pass_at_k(n, int(c), k)).mean()), 4) for k in (1, n)},
+        "eval_s": round(time.time() - t)}
     print(row, flush=True)
     with open(log, "a") as f:
         f.write(json.dumps(row) + "\n")

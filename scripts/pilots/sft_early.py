@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--checkpoints", type=int, nargs="+", default=[400, 600, 800, 1000, 1200])
     ap.add_argument("--out", default="pilot_models/sft_early")
     ap.add_argument("--log", default="pilot_sft_early.jsonl")
+    ap.add_argument("--samples", type=int, default=8, help="samples per dev problem (pass@n)")
     args = ap.parse_args()
     params = io.load_params()
     # replicate r moves the seed by r x 1,000,000, as the stages do
@@ -48,7 +49,7 @@ def main() -> None:
     saved = {s: f"{args.out}/s{s}" for s in args.checkpoints}
     train_sft(model, tok, examples, cfg, checkpoints=saved)
     for step, path in saved.items():
-        evaluate_dev(*load_model(path), f"sft step {step}", args.log)
+        evaluate_dev(*load_model(path), f"sft step {step}", args.log, args.samples)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from common import REPLICATE, evaluate_dev
 
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import from_section
-from countdown_rlvr.core.pretrain_config import Base, Teacher
+from countdown_rlvr.core.pretrain_config import Base
+from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.data.traces import strategy_prompt
 from countdown_rlvr.model.policy import load_model, new_tiny
 from countdown_rlvr.train.pretrain import pretrain

@@ -245,7 +245,8 @@ STAGES = [
     # made from params.yaml and `-S teacher.init=base` must then re-run on a changed base
     Stage("teacher", "the model whose samples become teacher traces and OPD targets",
           inputs=("data/traces/solver.jsonl",
-                  Out(BASE, "teacher.init: base starts from it (a dep under every init)")),
+                  Out(BASE, "teacher.init: base starts from it (a dep under every init)"),
+                  Out(TRAIN, "teacher.rl's prompts (a dep whether or not it is set)")),
           outs=trained("teacher", replicated=False)),
     Stage("teacher_traces", "K teacher samples per train problem; the correct ones are traces",
           inputs=(TRAIN, TEACHER),

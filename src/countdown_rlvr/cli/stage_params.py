@@ -31,7 +31,8 @@ from ..core.errors import StageError
 from ..core.evaluate_config import Evaluate
 from ..core.int_config import Interventions
 from ..core.ipo_config import IPO
-from ..core.pretrain_config import Base, Teacher
+from ..core.pretrain_config import Base
+from ..core.teacher_config import Teacher
 from ..core.research_config import Diagnose, Distill, Repair
 from ..core.rl_config import OPD, RL
 from ..core.sections import bad_values
@@ -71,7 +72,9 @@ READS: dict[str, Any] = {
     # base: `teacher.init: pretrain` pre-trains the teacher preset by the base section's recipe.
     # Listed whatever the init: dvc.yaml is made from params.yaml, so one made under another
     # init must still re-run the teacher when `-S teacher.init=pretrain` changes the base keys
-    "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher), Section("base", Base)],
+    # teacher.rl: the RL phase's overrides of `rloo` (as int.rloo); null reads no rloo key
+    "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher), Section("base", Base),
+                        Section("teacher.rl", RL, "rloo", skip=("init",)), *STYLE],
     "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE],
     "dedup": lambda: [Section("dedup", Dedup)],
     "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE],
@@ -143,6 +146,12 @@ def _inherited(params: dict, path: str, inherit: str, skip: tuple[str, ...] = ()
             yield leaf
 
 
+def _off(params: dict, s: Section) -> bool:
+    """Whether `s` is a nested block of overrides set to null (`teacher.rl: null`: a phase
+    that is off): the stage then reads none of the inherited keys, and builds no config."""
+    return bool(s.inherit) and "." in s.path and C.at(params, s.path) is None
+
+
 def resolved_keys(params: dict, stage: str, arm: str | None = None) -> set[str]:
     """Every leaf key the stage's resolved config comes from: what dvc.yaml must list."""
     out: set[str] = set()
@@ -151,8 +160,8 @@ def resolved_keys(params: dict, stage: str, arm: str | None = None) -> set[str]:
             out |= set(leaves(params, r))
             continue
         out |= {k for k in leaves(params, r.path)
-                if k.split(".")[r.path.count(".") + 1] not in r.skip}
-        if r.inherit:
+                if k == r.path or k.split(".")[r.path.count(".") + 1] not in r.skip}
+        if r.inherit and not _off(params, r):
             out |= set(_inherited(params, r.path, r.inherit, r.skip))
     return out
 
@@ -176,7 +185,7 @@ def check_all(params: dict) -> int:
     built = 0
     for stage, arm in stage_instances(params):
         for r in reads(stage, arm):
-            if isinstance(r, Section):
+            if isinstance(r, Section) and not _off(params, r):
                 _section_problems(params, Section(r.path, r.cls, r.inherit), bad, found)
                 built += 1
     problems = [*launcher_problems(params), *bad.values(),

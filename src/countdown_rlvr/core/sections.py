@@ -16,7 +16,8 @@ from .data_config import Dedup, Pairs, Problems, TeacherTraces, Traces
 from .evaluate_config import Evaluate
 from .int_config import Interventions
 from .ipo_config import IPO
-from .pretrain_config import Base, Teacher
+from .pretrain_config import Base
+from .teacher_config import Teacher
 from .research_config import Diagnose, Distill, Repair
 from .rl_config import OPD, RL
 from .train_config import SFTStage
