@@ -77,6 +77,9 @@ def main() -> None:
     rl_cfg = None if cfg.rl is None else \
         from_section(RL, "teacher", params, "teacher.rl", inherit="rloo")
     if cfg.base != "tiny":
+        if rl_cfg is not None:
+            print(f"[teacher] teacher.rl is not run: teacher.base {cfg.base!r} is used as it "
+                  "is (the RL phase trains a tiny teacher)", flush=True)
         pass_through("teacher", cfg.base, OUT)
         return
     io.require_inputs("teacher", SRC, *([BASE] if cfg.init == "base" else []),

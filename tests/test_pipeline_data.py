@@ -41,6 +41,10 @@ def test_data_stages_run_cache_rerun_selectively_and_reproduce(pipeline, tmp_pat
     assert all(set(pm[s]["styles"]) <= {"direct/direct", "search/search"} for s in ("scripted", "base"))
     for name in ("problems", "traces", "teacher_traces", "dedup", "pairs"):
         json.loads(pipeline.read(f"reports/details/{name}.json"))
+    # the teacher's RL phase (teacher.rl) ran after its traces, at the smoke size
+    teacher_rl = json.loads(pipeline.read("reports/details/teacher.json"))["rl"]
+    assert (teacher_rl["steps"], teacher_rl["reward"]) == \
+        (pipeline_params(pipeline)["teacher"]["rl"]["steps"], "binary")
     # repair-format examples: train problems only, and they reach the student's SFT data
     def rows(path):
         return [json.loads(x) for x in pipeline.read(path).splitlines()]

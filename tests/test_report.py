@@ -921,6 +921,7 @@ def test_the_teacher_caveat_weighs_its_margin_against_s4s(tmp_path):
     root = copy_fixture(tmp_path)
     details = root / "reports/details"
     teacher = json.loads((details / "teacher.json").read_text())
+    peer_size = teacher["n_params"]  # the committed teacher: the student's architecture
     teacher.update(n_params=3_322_176, pretrain={"steps": 1200})
     (details / "teacher.json").write_text(json.dumps(teacher))
     render(root, require_all=True)
@@ -940,3 +941,11 @@ def test_the_teacher_caveat_weighs_its_margin_against_s4s(tmp_path):
     line = next(x for x in (root / "reports/report.md").read_text().splitlines()
                 if x.startswith("- **The teacher**"))
     assert "(2.00x;" in line and "which meets S4's" in line
+    assert "RLOO steps" not in line  # this teacher had no RL phase
+    teacher.update(n_params=peer_size, pretrain=None,
+                   rl={"steps": 100, "reward": "binary"})  # teacher.rl: a peer, then RLOO
+    (details / "teacher.json").write_text(json.dumps(teacher))
+    render(root, require_all=True)
+    line = next(x for x in (root / "reports/report.md").read_text().splitlines()
+                if x.startswith("- **The teacher**"))
+    assert "trained longer from the same base, then 100 RLOO steps (binary reward)" in line

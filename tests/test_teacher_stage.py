@@ -19,7 +19,7 @@ from countdown_rlvr.task import generate_problems, solve_prompt
 
 # a few steps of each phase at tiny sizes: seconds on one core
 TINY_BASE = {"corpus_size": 200, "max_steps": 8, "batch_size": 4, "max_len": 64, "log_every": 4}
-TINY_TEACHER = {"init": "pretrain", "max_steps": 2, "batch_size": 4, "log_every": 1}
+TINY_TEACHER = {"init": "pretrain", "max_steps": 2, "batch_size": 4, "log_every": 1, "rl": None}
 
 
 def _params() -> dict:

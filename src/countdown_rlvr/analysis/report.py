@@ -711,10 +711,12 @@ def _teacher_caveat(ctx: Context) -> list[str]:
     at_k = "" if tk is None or sk is None else \
         f", pass@{ctx.kmax} {tk['mean']:.3f} against {sk['mean']:.3f}"
     short = ratio is None or ratio < S4_TEACHER_RATIO or (tk and sk and tk["mean"] < sk["mean"])
+    rl = teacher.get("rl")  # teacher.rl: RLOO after its trace training
+    then_rl = "" if not rl else f", then {rl['steps']} RLOO steps ({rl['reward']} reward)"
     return [f"- **The teacher** has {teacher['n_params']:,} parameters"
-            + (" (the student's architecture, trained longer from the same base)" if same
-               else f" (the student: {student.get('n_params', 0):,}"
-               + ("; its own pre-training" if teacher.get("pretrain") else "") + ")")
+            + (f" (the student's architecture, trained longer from the same base{then_rl})"
+               if same else f" (the student: {student.get('n_params', 0):,}"
+               + ("; its own pre-training" if teacher.get("pretrain") else "") + then_rl + ")")
             + f"; its test pass@1 is {t1['mean']:.3f} against the student's {s1['mean']:.3f} "
             + ("" if ratio is None else f"({ratio:.2f}x; S4's teacher: 1.51x)") + at_k
             + " (means over replicates). OPD distils toward it and the easyneg / hardneg pairs "

@@ -25,13 +25,8 @@ class Teacher(Supervised):
     init_seed: Seed  # weight initialisation (pretrain / scratch)
     hint_frac: Share  # share of prompts with a `Strategy:` hint
     pack: Flag  # as SFT.pack
-    # RLOO on the teacher after its trace training: overrides of the `rloo` section's keys
-    # (built with inherit="rloo", as int.rloo; `init` unread); null = no RL phase
+    # RLOO on the tiny teacher after its trace training: overrides of the `rloo` section's
+    # keys (built with inherit="rloo", as int.rloo; `init` unread); null = no RL phase. A
+    # passed-through teacher (base: a hub id or dir) is used as it is, without one
     rl: Annotated[dict[str, Any] | None, Block(RL)]
 
-    def __post_init__(self):
-        super().__post_init__()
-        if self.rl is not None and self.base != "tiny":
-            raise ValueError(f"teacher.rl trains a tiny teacher further, but teacher.base "
-                             f"{self.base!r} is passed through untrained: set teacher.rl to "
-                             "null, or teacher.base to tiny")
