@@ -12,7 +12,7 @@ sampler every policy gets. Where the traces' model comes from, `teacher.init`:
   train.pretrain), for a teacher with a margin over the student (with the student's recipe it
   learned more slowly than the student: docs/defaults.md#teacher);
 - `scratch`: `teacher.tiny_preset` from random weights, no pre-training.
-With `teacher.rl` (overrides of the `rloo:` keys, as `int.rloo`), binary RLOO then trains the
+With `teacher.rl` (overrides of the `rloo:` keys, as `int.rloo`), RLOO then trains the
 teacher further on the train problems, a stronger teacher for the same model size
 (docs/defaults.md#teacher); its curves follow the trace training's in dvclive/teacher (steps
 counted on, named `rl/<name>`) and its summary is `rl` in reports/details/teacher.json.
@@ -37,8 +37,8 @@ from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.data.traces import strategy_prompt
 from countdown_rlvr.model.policy import load_model, load_stage, new_tiny
-from countdown_rlvr.train.pretrain import pretrain, pretrain_summary
 from countdown_rlvr.train import runtime
+from countdown_rlvr.train.pretrain import pretrain, pretrain_summary
 from countdown_rlvr.train.rloo import first_problems, train_rloo
 from countdown_rlvr.train.runtime import pass_through
 from countdown_rlvr.train.sft import fit_sft, sft_metrics, train_sft

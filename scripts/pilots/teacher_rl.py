@@ -28,8 +28,8 @@ from teacher import trace_examples
 
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import from_section, prompt_style
-from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.core.rl_config import RL
+from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.model.policy import load_model, save_policy_dir
 from countdown_rlvr.train.rloo import train_rloo
 from countdown_rlvr.train.runtime import frozen_copy

@@ -32,10 +32,10 @@ from ..core.evaluate_config import Evaluate
 from ..core.int_config import Interventions
 from ..core.ipo_config import IPO
 from ..core.pretrain_config import Base
-from ..core.teacher_config import Teacher
 from ..core.research_config import Diagnose, Distill, Repair
 from ..core.rl_config import OPD, RL
 from ..core.sections import bad_values
+from ..core.teacher_config import Teacher
 from ..core.train_config import SFTStage
 
 MODEL_RUN = ("model.dtype", "model.threads")  # every stage that loads a model

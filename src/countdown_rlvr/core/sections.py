@@ -17,9 +17,9 @@ from .evaluate_config import Evaluate
 from .int_config import Interventions
 from .ipo_config import IPO
 from .pretrain_config import Base
-from .teacher_config import Teacher
 from .research_config import Diagnose, Distill, Repair
 from .rl_config import OPD, RL
+from .teacher_config import Teacher
 from .train_config import SFTStage
 
 # every params.yaml section but the arms' (core.arms: each overrides its script's section, and
