@@ -13,7 +13,6 @@ of it (`sampler.<key>` for the rollout sampler). The teacher is trained once and
 import argparse
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -28,6 +27,7 @@ from teacher import trace_examples
 
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import from_section, prompt_style
+from countdown_rlvr.core.replicates import for_replicate
 from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.model.policy import load_model, save_policy_dir
@@ -35,18 +35,20 @@ from countdown_rlvr.train.rloo import train_rloo
 from countdown_rlvr.train.runtime import frozen_copy
 from countdown_rlvr.train.sft import train_sft
 
-OFFSET = REPLICATE * 1_000_000  # replicate r moves a seed by r x 1,000,000, as the stages do
-
 
 def rl_config(params: dict, variant: str) -> RL:
-    """The `rloo:` section with the variant's overrides, at the pilot's replicate seed."""
-    section = {**params["rloo"], "sampler": dict(params["rloo"]["sampler"])}
+    """The `rloo:` section with the variant's overrides (merged as an arm's section is), at
+    the pilot's replicate seed."""
+    overrides: dict = {}
     for item in [] if variant == "default" else variant.split(","):
         key, value = item.split("=", 1)
-        where, key = (section["sampler"], key[8:]) if key.startswith("sampler.") else (section, key)
-        where[key] = yaml.safe_load(value)
-    cfg = from_section(RL, "pilot", {**params, "pilot": section}, "pilot")
-    return replace(cfg, seed=cfg.seed + OFFSET)
+        *parents, leaf = key.split(".")
+        block = overrides
+        for part in parents:
+            block = block.setdefault(part, {})
+        block[leaf] = yaml.safe_load(value)
+    params = {**params, "pilot": overrides}
+    return for_replicate(from_section(RL, "pilot", params, "pilot", inherit="rloo"), REPLICATE)
 
 
 def main() -> None:
@@ -59,8 +61,7 @@ def main() -> None:
     params = io.load_params()
     teacher_dir = f"{args.out}/teacher"
     if not Path(teacher_dir, "config.json").exists():
-        cfg = replace(from_section(Teacher, "teacher", params, "teacher"),
-                      seed=params["teacher"]["seed"] + OFFSET)
+        cfg = for_replicate(from_section(Teacher, "teacher", params, "teacher"), REPLICATE)
         model, tok = load_model("data/models/base")
         model = train_sft(model, tok, trace_examples(cfg), cfg)
         save_policy_dir(model, tok, teacher_dir)
