@@ -286,8 +286,14 @@ def test_changing_rloo_reward_marks_exactly_the_stages_whose_config_changes(comm
     assert reported == expected | {"check_params"}
     # what that is, spelled out: the binary arm and the two stages that inherit its reward
     # (the OPD arms start from the RLOO policy: they re-run when it changes, not on this key)
-    assert expected == {*(f"rloo@rloo-{s}" for s in range(1, 6)),
-                        *(f"int@{s}" for s in range(1, 5)), "rloo_nocurr@1"}
+    assert expected == reward_stages(before["replicates"])
+
+
+def reward_stages(replicates: dict) -> set[str]:
+    """The stages that read `rloo.reward`: the binary arm per seed of the rloo chain, the
+    interventions per seed of the int chain, and the no-curriculum arm (the first rloo seed)."""
+    return {*(f"rloo@rloo-{s}" for s in replicates["rloo"]),
+            *(f"int@{s}" for s in replicates["int"]), f"rloo_nocurr@{replicates['rloo'][0]}"}
 
 
 def leaf_value(params: dict, key: str):
@@ -344,7 +350,7 @@ def test_in_a_clone_without_the_cache_the_status_filter_shows_code_and_params_ch
         fh.write("# a code change\n")
     out = filtered()
     assert {line[:-1] for line in out.splitlines() if not line.startswith("\t")} == {
-        "check_params", *(f"rloo@rloo-{s}" for s in range(1, 6)), "rloo_nocurr@1",
-        *(f"int@{s}" for s in range(1, 5)), "report"}
+        "check_params", *reward_stages(io.load_params(ROOT / "params.yaml")["replicates"]),
+        "report"}
     assert "modified:           stages/report.py" in out and "rloo.reward" in out
     assert "deleted" not in out and "not in cache" not in out

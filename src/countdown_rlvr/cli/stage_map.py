@@ -3,7 +3,7 @@
 `dvc dag` draws every replicate's stage (75 boxes by default, 3,000+ columns); `--collapse-foreach-matrix`
 merges each foreach into one box, which puts every evaluation in one node and turns the
 evaluate -> diagnose -> repair -> distill -> evaluate chain into a loop. This map merges only
-the replicates (`sft@1`, `sft@2`, ... -> `sft`; `evaluate_rloo@rloo-1` -> `evaluate_rloo@rloo`),
+the replicates (`sft@6`, `sft@7`, ... -> `sft`; `evaluate_rloo@rloo-6` -> `evaluate_rloo@rloo`),
 so it stays a graph with no loop, and keeps only the edges no longer path implies (networkx's
 transitive reduction): what each stage waits for, not every file it reads.
 
@@ -31,7 +31,7 @@ GATE = "check_params"
 
 
 def replicate_group(stage: str) -> str:
-    """`sft@1` -> `sft`, `ipo@easyneg-2` -> `ipo@easyneg`, `problems` -> `problems`."""
+    """`sft@6` -> `sft`, `ipo@easyneg-7` -> `ipo@easyneg`, `problems` -> `problems`."""
     return re.sub(r"@\d+$|-\d+$", "", stage)
 
 
@@ -71,7 +71,7 @@ def _waits(graph: nx.DiGraph, order: list[str], n: str) -> list[str]:
     return [p for p in before if p != GATE] or before
 
 
-def render_text(graph: nx.DiGraph, counts: dict[str, int], example: str = "sft@1") -> str:
+def render_text(graph: nx.DiGraph, counts: dict[str, int], example: str = "sft@<seed>") -> str:
     """The map for a terminal: one line per stage and arm in run order, what it waits for
     beside it (wrapped at WIDTH under that column)."""
     order = list(nx.lexicographical_topological_sort(graph))
@@ -90,7 +90,7 @@ def render_text(graph: nx.DiGraph, counts: dict[str, int], example: str = "sft@1
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def render(graph: nx.DiGraph, counts: dict[str, int], example: str = "sft@1") -> str:
+def render(graph: nx.DiGraph, counts: dict[str, int], example: str = "sft@<seed>") -> str:
     """docs/dag.md: a mermaid chart and a markdown table."""
     order = list(nx.lexicographical_topological_sort(graph))
     ids = {n: f"s{i}" for i, n in enumerate(order)}
