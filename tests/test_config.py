@@ -493,8 +493,8 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      "int.eval_seed must differ from int.seed"),
     # a chain list's seeds are among SFT's (int's and opd's among RLOO's): the message names
     # the fix
-    ("Replicates", "replicates", {"ipo": [1, 7]},
-     (r"replicates.ipo has seed 7 not in replicates.seeds; add it to replicates.seeds \(SFT "
+    ("Replicates", "replicates", {"ipo": [6, 11]},
+     (r"replicates.ipo has seed 11 not in replicates.seeds; add it to replicates.seeds \(SFT "
      r"trains it first\) or drop it")),
     ("Replicates", "replicates", {"rloo": [1, 2], "opd": [1, 3], "int": [1]},
      (r"replicates.opd has seed 3 not in replicates.rloo; add it to replicates.rloo "

@@ -42,9 +42,9 @@ def _code(line: str) -> str:
     # a list: the items that change, nothing around them
     ("problems.n_numbers=[3,4,5]", [], ["  - 5"]),
     ("evaluate.ks=[1,4]", ["  - 8", "  - 16"], []),
-    ("replicates.seeds=[1,2,3]", ["  - 4", "  - 5"], []),
+    ("replicates.seeds=[6,7,8]", ["  - 9", "  - 10"], []),
     # a chain's seed list, and a mapping of scalars
-    ("replicates.rloo=[1,2,3,4]", ["  - 5"], []),
+    ("replicates.rloo=[6,7,8,9]", ["  - 10"], []),
     ("report.chain_minutes.int=6.0", ["    int: 5.5"], ["    int: 6.0"]),
     # a null
     ("model.threads=2", ["  threads:"], ["  threads: 2"]),
@@ -58,15 +58,15 @@ def test_the_one_replicate_run_sets_every_chain_in_one_flag(tmp_path):
     """README's one-replicate run: one `-S` replaces the whole `replicates` section (each chain's
     list must be a subset of `seeds`), and only the dropped seeds' lines go."""
     removed, added = _changed_lines(
-        tmp_path, "replicates={seeds:[1],ipo:[1],rloo:[1],opd:[1],repair:[1],int:[1]}")
+        tmp_path, "replicates={seeds:[6],ipo:[6],rloo:[6],opd:[6],repair:[6],int:[6]}")
     assert added == [] and [_code(x) for x in removed] == (
-        ["  - 2", "  - 3", "  - 4", "  - 5"] + ["  - 2", "  - 3", "  - 4"]
-        + ["  - 2", "  - 3", "  - 4", "  - 5"] + 3 * ["  - 2", "  - 3", "  - 4"])
+        ["  - 7", "  - 8", "  - 9", "  - 10"] + ["  - 7", "  - 8", "  - 9"]
+        + ["  - 7", "  - 8", "  - 9", "  - 10"] + 3 * ["  - 7", "  - 8", "  - 9"])
     # seeds (five), ipo (four), rloo (five), opd, repair and int (four each)
     assert yaml.safe_load((tmp_path / "params.yaml").read_text())["replicates"] == \
-        {key: [1] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}
+        {key: [6] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}
     readme = (ROOT / "README.md").read_text()
-    assert "dvc exp run -S 'replicates={seeds:[1],ipo:[1],rloo:[1],opd:[1],repair:[1],int:[1]}'" \
+    assert "dvc exp run -S 'replicates={seeds:[6],ipo:[6],rloo:[6],opd:[6],repair:[6],int:[6]}'" \
         in readme
 
 
