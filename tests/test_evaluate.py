@@ -310,17 +310,18 @@ def test_evaluate_stage_skips_an_untrained_policy(tmp_path, monkeypatch, capsys)
     from countdown_rlvr.model.untrained import NOT_TRAINED
 
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
-    model = tmp_path / "data/models/distill_R/r1"  # an SFT copy in real runs
+    seed = yaml.safe_load((ROOT / "params.yaml").read_text())["replicates"]["repair"][0]
+    model = tmp_path / f"data/models/distill_R/r{seed}"  # an SFT copy in real runs
     model.mkdir(parents=True)
-    (model / NOT_TRAINED).write_text(json.dumps({"source": "data/models/sft/r1",
+    (model / NOT_TRAINED).write_text(json.dumps({"source": f"data/models/sft/r{seed}",
                                                  "reason": "no successful R repair"}))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_R", "repair", "1"])
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", "distill_R", "repair", str(seed)])
     runpy.run_path(str(ROOT / "stages/evaluate.py"), run_name="__main__")
     assert "not sampled" in capsys.readouterr().out
-    recs = pd.read_parquet(tmp_path / "data/eval/distill_R/r1.parquet")
+    recs = pd.read_parquet(tmp_path / f"data/eval/distill_R/r{seed}.parquet")
     assert recs.empty and list(recs.columns) == RECORDS_SCHEMA.names
-    detail = json.loads((tmp_path / "reports/details/eval/distill_R/r1.json").read_text())
+    detail = json.loads((tmp_path / f"reports/details/eval/distill_R/r{seed}.json").read_text())
     assert detail["trained"] is False and "no successful R repair" in detail["not_evaluated"]
 
 
