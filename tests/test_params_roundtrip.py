@@ -45,7 +45,7 @@ def _code(line: str) -> str:
     ("replicates.seeds=[6,7,8]", ["  - 9", "  - 10"], []),
     # a chain's seed list, and a mapping of scalars
     ("replicates.rloo=[6,7,8,9]", ["  - 10"], []),
-    ("report.chain_minutes.int=6.0", ["    int: 5.5"], ["    int: 6.0"]),
+    ("report.chain_minutes.int=6.0", ["    int: 5.4"], ["    int: 6.0"]),
     # a null
     ("model.threads=2", ["  threads:"], ["  threads: 2"]),
 ])
