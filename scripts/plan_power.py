@@ -4,6 +4,7 @@ a run (`replicates`, `planned_power`).
     python scripts/plan_power.py                         # reports/details of this checkout
     python scripts/plan_power.py --details DIR --n 4 5 6 --problems 400
     python scripts/plan_power.py --proxy shaped_early=shaped:0.29   # no pilot for a claim
+    python scripts/plan_power.py --level shaped=0.424 --level opd_beats_rloo=0.424,0.628
 
 Reads a finished run's details (reports/details, dvclive) as the pilot: each claim is
 evaluated under plan.yaml exactly as the report evaluates it, which gives every decision route
@@ -22,6 +23,11 @@ measured claim with `--proxy CLAIM=SOURCE:SCALE`: SOURCE's routes, their varianc
 For pass@1 at another level, SCALE = p(1 - p) at CLAIM's level over p(1 - p) at SOURCE's
 (Bernoulli variance); the plan says which claims were planned so.
 
+A plan for the run after the pilot re-levels its claims at the pilot's numbers (the pilot's
+test split becomes the next run's development split): `--level CLAIM=LEVEL[,LEVEL_K]` sets a
+claim's development level (and its second quantity's) and re-derives its delta by the plan's
+rule, before the claims are evaluated, so every route's effect and bound are the new plan's.
+
 The pilot's replicates are not the run's: run this on a run whose replicate seeds the next
 run does not use, on problems the next run's decisions are not made on (docs/statistics.md,
 "Planning the next run").
@@ -31,10 +37,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from countdown_rlvr.analysis import claims as claims_mod
-from countdown_rlvr.analysis.plan import PLAN_FILE, ClaimPlan, load_plan
+from countdown_rlvr.analysis.plan import PLAN_FILE, ClaimPlan, Plan, load_plan, rule_delta
 from countdown_rlvr.analysis.report import IPO_SOURCES
 from countdown_rlvr.analysis.results import load_inputs
 from countdown_rlvr.core import io
@@ -118,6 +124,40 @@ def parse_proxy(text: str) -> tuple[str, str, float]:
                          "shaped_early=shaped:0.29") from None
 
 
+def parse_level(text: str) -> tuple[str, float, float | None]:
+    try:
+        name, rest = text.split("=", 1)
+        values = [float(v) for v in rest.split(",")]
+        if len(values) not in (1, 2):
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"--level {text!r}: write CLAIM=LEVEL or CLAIM=LEVEL,LEVEL_K, e.g. "
+                         "opd_beats_rloo=0.424,0.628") from None
+    return name, values[0], values[1] if len(values) == 2 else None
+
+
+def relevel(plan: Plan, name: str, level: float, level_k: float | None = None) -> Plan:
+    """`plan` with claim `name` at development level `level` (and `level_k`), its delta and
+    delta_k re-derived by the plan's rule (a no-change claim keeps its margin)."""
+    if name not in plan.claims:
+        raise SystemExit(f"--level: {name!r} is not a claim of {plan.path} "
+                         f"({', '.join(plan.claims)})")
+    cp = plan.claims[name]
+    if cp.relative is None:
+        raise SystemExit(f"--level: claim {name!r} has no seed `from`/`to` to scale by a level")
+    if (level_k is None) != (cp.seed_k is None):
+        raise SystemExit(f"--level: claim {name!r} takes "
+                         + ("two levels, LEVEL,LEVEL_K" if cp.seed_k else "one level"))
+    fields: dict = {"level": level, "level_source": "--level (the pilot's)"}
+    if cp.kind == "effect":
+        fields["delta"] = rule_delta(plan.delta_fraction, cp.seed_from, cp.seed_to, level)
+    if level_k is not None:
+        fields["level_k"] = level_k
+        if cp.kind == "effect":
+            fields["delta_k"] = rule_delta(plan.delta_fraction, *cp.seed_k, level_k)
+    return replace(plan, claims={**plan.claims, name: replace(cp, **fields)})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,8 +170,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="test problems of the planned run (default: the pilot's)")
     ap.add_argument("--proxy", action="append", default=[], metavar="CLAIM=SOURCE:SCALE",
                     help="plan CLAIM with SOURCE's variances times SCALE (no pilot for it)")
+    ap.add_argument("--level", action="append", default=[], metavar="CLAIM=LEVEL[,LEVEL_K]",
+                    help="re-level CLAIM (its delta by the plan's rule): the next run's plan")
     args = ap.parse_args(argv)
     plan = load_plan(args.plan)
+    for name, level, level_k in map(parse_level, args.level):
+        plan = relevel(plan, name, level, level_k)
     params = io.load_params()
     chains = from_section(Replicates, "plan", params, "replicates").chains()
     inp = load_inputs(args.details, args.dvclive,
@@ -149,6 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     n_ext = len(plan.claims) - n_seed
     print(f"plan: {args.plan}; pilot: {args.details}; alpha {plan.alpha} / {n_seed} seed "
           f"claims ({n_ext} extensions) / the claim's tests\n")
+    for name, *_ in map(parse_level, args.level):
+        cp = plan.claims[name]
+        k = "" if cp.level_k is None else f", level_k {cp.level_k:g}" + (
+            "" if cp.delta_k is None else f" (delta_k {cp.delta_k:.4f})")
+        print(f"re-levelled: {name} at {cp.level:g} (delta {cp.delta:.4f}, seed's scaled "
+              f"{cp.scaled:+.4f}){k}")
+    if args.level:
+        print()
     print("| claim | family | routes | " + " | ".join(f"power at {n}" for n in args.n) + " |")
     print("| --- | --- | --- | " + " | ".join("---" for _ in args.n) + " |")
     for c in evaluated:

@@ -67,3 +67,29 @@ def test_a_proxy_scales_the_variances_and_takes_the_targets_effects():
     assert [r.effect for r in plan_power.proxied(Source, no_change, 0.37)] == [0.05, 0.05]
     with pytest.raises(SystemExit, match="CLAIM=SOURCE:SCALE"):
         plan_power.parse_proxy("shaped_early:shaped")
+
+
+def test_a_relevelled_claim_takes_the_plans_rule_at_its_new_level():
+    from countdown_rlvr.analysis.plan import load_plan, rule_delta
+    plan = load_plan(ROOT / "plan.yaml")
+    new = plan_power.relevel(plan, "shaped", 0.424)
+    cp = new.claims["shaped"]
+    assert cp.level == 0.424
+    assert cp.delta == pytest.approx(rule_delta(plan.delta_fraction, 0.088, 0.120, 0.424))
+    assert cp.scaled == pytest.approx((0.120 - 0.088) / 0.088 * 0.424)
+    assert {n: c for n, c in new.claims.items() if n != "shaped"} == {
+        n: c for n, c in plan.claims.items() if n != "shaped"}  # the others as they were
+    # two quantities: both deltas by the rule; a no-change claim keeps its margin
+    opd = plan_power.relevel(plan, *plan_power.parse_level("opd_beats_rloo=0.424,0.628"))
+    assert opd.claims["opd_beats_rloo"].delta_k == pytest.approx(
+        rule_delta(plan.delta_fraction, 0.740, 0.780, 0.628))
+    sharp = plan_power.relevel(plan, "rloo_sharpens", 0.263, 0.698).claims["rloo_sharpens"]
+    assert (sharp.delta, sharp.level_k) == (plan.no_change_margin, 0.698)
+    for bad, why in [(("shaped", 0.4, 0.6), "takes one level"),
+                     (("opd_beats_rloo", 0.4), "takes two levels"),
+                     (("interventions", 0.1), "no seed `from`/`to`"),
+                     (("nobody", 0.1), "not a claim")]:
+        with pytest.raises(SystemExit, match=why):
+            plan_power.relevel(plan, *bad)
+    with pytest.raises(SystemExit, match="CLAIM=LEVEL or CLAIM=LEVEL,LEVEL_K"):
+        plan_power.parse_level("shaped:0.4")
