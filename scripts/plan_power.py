@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="re-level CLAIM (its delta by the plan's rule): the next run's plan")
     args = ap.parse_args(argv)
     plan = load_plan(args.plan)
-    for name, level, level_k in map(parse_level, args.level):
+    levels = [parse_level(text) for text in args.level]
+    for name, level, level_k in levels:
         plan = relevel(plan, name, level, level_k)
     params = io.load_params()
     chains = from_section(Replicates, "plan", params, "replicates").chains()
@@ -193,13 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     n_ext = len(plan.claims) - n_seed
     print(f"plan: {args.plan}; pilot: {args.details}; alpha {plan.alpha} / {n_seed} seed "
           f"claims ({n_ext} extensions) / the claim's tests\n")
-    for name, *_ in map(parse_level, args.level):
+    for name, *_ in levels:
         cp = plan.claims[name]
         k = "" if cp.level_k is None else f", level_k {cp.level_k:g}" + (
             "" if cp.delta_k is None else f" (delta_k {cp.delta_k:.4f})")
         print(f"re-levelled: {name} at {cp.level:g} (delta {cp.delta:.4f}, seed's scaled "
               f"{cp.scaled:+.4f}){k}")
-    if args.level:
+    if levels:
         print()
     print("| claim | family | routes | " + " | ".join(f"power at {n}" for n in args.n) + " |")
     print("| --- | --- | --- | " + " | ".join("---" for _ in args.n) + " |")
