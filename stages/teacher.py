@@ -12,8 +12,8 @@ sampler every policy gets. Where the traces' model comes from, `teacher.init`:
   train.pretrain), for a teacher with a margin over the student (with the student's recipe it
   learned more slowly than the student: docs/defaults.md#teacher);
 - `scratch`: `teacher.tiny_preset` from random weights, no pre-training.
-With `teacher.rl` (overrides of the `rloo:` keys, as `int.rloo`), RLOO then trains the
-teacher further on the train problems, a stronger teacher for the same model size
+With `teacher.rl` (a complete set of RLOO keys of its own: it inherits none of `rloo:`, so
+an RLOO variant never re-trains the teacher), RLOO then trains the teacher further on the train problems, a stronger teacher for the same model size
 (docs/defaults.md#teacher); its curves follow the trace training's in dvclive/teacher (steps
 counted on, named `rl/<name>`) and its summary is `rl` in reports/details/teacher.json.
 Any other `teacher.base` (a hub id such as Qwen/Qwen2.5-1.5B-Instruct, or a local model dir)
@@ -33,7 +33,7 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import from_section, prompt_style
 from countdown_rlvr.core.pretrain_config import Base
-from countdown_rlvr.core.rl_config import RL
+from countdown_rlvr.core.rl_config import RLRun
 from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.data.traces import strategy_prompt
 from countdown_rlvr.model.policy import load_model, load_stage, new_tiny
@@ -75,7 +75,7 @@ def main() -> None:
     params, cfg = load_stage("teacher", Teacher)  # fails before any work
     pre_cfg = from_section(Base, "teacher", params, "base")  # init: pretrain's recipe
     rl_cfg = None if cfg.rl is None else \
-        from_section(RL, "teacher", params, "teacher.rl", inherit="rloo")
+        from_section(RLRun, "teacher", params, "teacher.rl")
     if cfg.base != "tiny":
         if rl_cfg is not None:
             print(f"[teacher] teacher.rl is not run: teacher.base {cfg.base!r} is used as it "

@@ -159,18 +159,22 @@ def test_int_reads_no_init():
     assert "rloo.init" in resolved_keys(params, "rloo_nocurr")
 
 
-def test_the_teacher_reads_rloo_keys_only_while_its_rl_phase_is_on():
-    """teacher.rl null: no RL phase, so `-S rloo.lr=...` re-runs no teacher; set: the teacher
-    reads every rloo key it does not override (as int.rloo), but never rloo.init."""
+def test_the_teacher_reads_no_rloo_key():
+    """teacher.rl holds every RLOO key of its own: with or without the RL phase, the teacher
+    reads no `rloo.*` key, so no `-S rloo.*` variant re-trains it; a teacher.rl missing a
+    key is refused by name (nothing is inherited to fill it)."""
     params = io.load_params(ROOT / "params.yaml")
-    params["teacher"]["rl"] = None
-    assert not {k for k in resolved_keys(params, "teacher") if k.startswith("rloo.")}
-    check_all(params)  # the null block builds no RL config
-    params["teacher"]["rl"] = {"reward": "binary", "steps": 3}
     keys = resolved_keys(params, "teacher")
-    assert {"teacher.rl.reward", "teacher.rl.steps", "rloo.lr", "rloo.sampler.temperature"} <= keys
-    assert not keys & {"rloo.reward", "rloo.steps", "rloo.init"}
+    assert {"teacher.rl.reward", "teacher.rl.lr", "teacher.rl.sampler.temperature"} <= keys
+    assert not {k for k in keys if k.startswith("rloo.")}
     check_all(params)
+    params["teacher"]["rl"] = None
+    assert not {k for k in resolved_keys(params, "teacher") if k.startswith(("rloo.", "teacher.rl."))}
+    check_all(params)  # the null block builds no RL config
+
+    def edit(p):
+        del p["teacher"]["rl"]["lr"]
+    assert any("`teacher.rl` is missing ['lr']" in line for line in _problems(edit))
 
 
 def test_a_misspelt_teacher_rl_key_is_named():

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, merge
 
 from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.io import StageError
@@ -75,10 +75,11 @@ def test_teacher_rl_trains_the_teacher_further_by_rloo_after_its_traces(tmp_path
     RL phase's curves named rl/<name> after the trace steps, its summary in the details and
     its time a phase of the stage's."""
     params = _params()
-    params["teacher"].update(init="scratch", rl={
+    full_rl = yaml.safe_load((ROOT / "params.yaml").read_text())["teacher"]["rl"]
+    params["teacher"].update(init="scratch", rl=merge(full_rl, {
         "steps": 2, "prompts_per_step": 2, "group_size": 2, "curriculum": False,
         "n_problems": 8, "gen_batch_size": 4, "micro_batch": 4, "log_every": 1,
-        "sampler": {"max_new_tokens": 8}})
+        "sampler": {"max_new_tokens": 8}}))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     traces = tmp_path / "data/traces/solver.jsonl"
     traces.parent.mkdir(parents=True)
@@ -94,7 +95,7 @@ def test_teacher_rl_trains_the_teacher_further_by_rloo_after_its_traces(tmp_path
     details = json.loads((tmp_path / "reports/details/teacher.json").read_text())
     assert details["steps"] == 2  # the trace training's
     assert (details["rl"]["reward"], details["rl"]["steps"], details["rl"]["rollouts"]) == \
-        (params["rloo"]["reward"], 2, 2 * 2 * 2)
+        (params["teacher"]["rl"]["reward"], 2, 2 * 2 * 2)
     curves = tmp_path / "dvclive/teacher/plots/metrics"
     sft_steps = [line.split("\t")[0] for line in
                  (curves / "train/loss.tsv").read_text().splitlines()[1:]]

@@ -33,7 +33,7 @@ from ..core.int_config import Interventions
 from ..core.ipo_config import IPO
 from ..core.pretrain_config import Base
 from ..core.research_config import Diagnose, Distill, Repair
-from ..core.rl_config import OPD, RL
+from ..core.rl_config import OPD, RL, RLRun
 from ..core.sections import bad_values
 from ..core.teacher_config import Teacher
 from ..core.train_config import SFTStage
@@ -55,6 +55,7 @@ class Section:
     cls: type  # the config dataclass (core.config and the section modules beside it)
     inherit: str | None = None  # the section whose keys `path` overrides
     skip: tuple[str, ...] = ()  # keys the stage does not read (lists naming other stages)
+    optional: bool = False  # a nested block that may be null: a phase that is off (teacher.rl)
 
 
 # dvc.yaml stage -> its matrix item's key (None: no matrix) and what it reads, per item value.
@@ -72,9 +73,10 @@ READS: dict[str, Any] = {
     # base: `teacher.init: pretrain` pre-trains the teacher preset by the base section's recipe.
     # Listed whatever the init: dvc.yaml is made from params.yaml, so one made under another
     # init must still re-run the teacher when `-S teacher.init=pretrain` changes the base keys
-    # teacher.rl: the RL phase's overrides of `rloo` (as int.rloo); null reads no rloo key
+    # teacher.rl: the RL phase's own complete keys; it reads no `rloo` key (a training
+    # section's key never reaches a shared upstream stage: tests/test_key_reach.py)
     "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher), Section("base", Base),
-                        Section("teacher.rl", RL, "rloo", skip=("init",)), *STYLE],
+                        Section("teacher.rl", RLRun, optional=True), *STYLE],
     "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE],
     "dedup": lambda: [Section("dedup", Dedup)],
     "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE],
@@ -149,7 +151,7 @@ def _inherited(params: dict, path: str, inherit: str, skip: tuple[str, ...] = ()
 def _off(params: dict, s: Section) -> bool:
     """Whether `s` is a nested block of overrides set to null (`teacher.rl: null`: a phase
     that is off): the stage then reads none of the inherited keys, and builds no config."""
-    return bool(s.inherit) and "." in s.path and C.at(params, s.path) is None
+    return bool(s.inherit or s.optional) and "." in s.path and C.at(params, s.path) is None
 
 
 def resolved_keys(params: dict, stage: str, arm: str | None = None) -> set[str]:
@@ -186,7 +188,8 @@ def check_all(params: dict) -> int:
     for stage, arm in stage_instances(params):
         for r in reads(stage, arm):
             if isinstance(r, Section) and not _off(params, r):
-                _section_problems(params, Section(r.path, r.cls, r.inherit), bad, found)
+                _section_problems(params, Section(r.path, r.cls, r.inherit, optional=r.optional),
+                                  bad, found)
                 built += 1
     problems = [*launcher_problems(params), *bad.values(),
                 *(p for ps in found.values() for p in ps)]

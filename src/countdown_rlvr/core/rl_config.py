@@ -30,10 +30,11 @@ INITS = {"sft": "sft", "sft_early": "sft", "rloo": "rloo"}
 
 
 @dataclass(frozen=True)
-class RL(Optim, Adapter):
-    """`rloo` (and `int.rloo` over it): train_rloo keys, the prompt pool and the adapter."""
-    init: Annotated[str, choice(*INITS)]  # the policy the arm starts from (and its KL
-    # reference): data/models/<init>/r<seed> of the arm's replicate seed
+class RLRun(Optim, Adapter):
+    """An RLOO run's keys without a starting policy: train_rloo's keys, the prompt pool and
+    the adapter. `teacher.rl` is one, complete in itself: the teacher's RL phase starts from
+    its own trace-trained policy and inherits no `rloo` key, so a `-S rloo.*` variant never
+    re-trains the teacher (and with it the SFT data, SFT and every arm)."""
     reward: Reward  # binary | format | shaped (task.REWARDS)
     steps: Pos  # optimizer steps (one batch of rollouts each, times ppo_epochs)
     group_size: Annotated[int, integer(2)]  # rollouts per prompt (G)
@@ -54,6 +55,13 @@ class RL(Optim, Adapter):
     n_problems: MaybePos  # prompt pool: the first N train problems (null = all)
     gen_batch_size: Pos  # sequences per generate call (speed and memory only)
     sampler: Sampler  # the rollout sampler
+
+
+@dataclass(frozen=True)
+class RL(RLRun):
+    """`rloo` (and `int.rloo` over it): an RLOO run from a trained policy of the arm's seed."""
+    init: Annotated[str, choice(*INITS)]  # the policy the arm starts from (and its KL
+    # reference): data/models/<init>/r<seed> of the arm's replicate seed
 
 
 @dataclass(frozen=True)

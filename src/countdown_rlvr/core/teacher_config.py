@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from .config import Block, Flag, Preset, Seed, Share, choice, text
-from .rl_config import RL
+from .rl_config import RLRun
 from .train_config import Supervised
 
 
@@ -25,8 +25,8 @@ class Teacher(Supervised):
     init_seed: Seed  # weight initialisation (pretrain / scratch)
     hint_frac: Share  # share of prompts with a `Strategy:` hint
     pack: Flag  # as SFT.pack
-    # RLOO on the tiny teacher after its trace training: overrides of the `rloo` section's
-    # keys (built with inherit="rloo", as int.rloo; `init` unread); null = no RL phase. A
+    # RLOO on the tiny teacher after its trace training, every key its own (no `rloo` key is
+    # inherited, so no `-S rloo.*` variant re-trains the teacher); null = no RL phase. A
     # passed-through teacher (base: a hub id or dir) is used as it is, without one
-    rl: Annotated[dict[str, Any] | None, Block(RL)]
+    rl: Annotated[dict[str, Any] | None, Block(RLRun)]
 

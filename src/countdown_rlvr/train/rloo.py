@@ -39,7 +39,7 @@ from ..core.config import Replicates, from_section, seeds_key
 from ..core.errors import StageError
 from ..core.io import read_jsonl, require_inputs
 from ..core.replicates import model_dir
-from ..core.rl_config import INITS, RL
+from ..core.rl_config import INITS, RLRun
 from ..data.traces import strategy_prompt
 from ..model.logprobs import token_entropy, token_logprobs
 from ..model.policy import n_parameters, render_prompts
@@ -229,7 +229,7 @@ def group_sums(rewards: torch.Tensor, correct: torch.Tensor, adv: torch.Tensor,
     return sums
 
 
-def rollout_temperature(cfg: RL) -> float:
+def rollout_temperature(cfg: RLRun) -> float:
     """The temperature T of the rollout sampler. The policy optimised (and KL-regularised) is
     the tempered policy softmax(z / T) that drew the rollouts, so with no top-k / top-p the
     IS weight is 1 on-policy. Scoring T < 1 samples under softmax(z) instead makes every
@@ -297,7 +297,7 @@ def reference_logprobs(ref_model, ro: Rollouts, chunks: list, temperature: float
     return out * ro.mask
 
 
-def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
+def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RLRun,
           sums: _Sums, batch_tokens: float | None = None) -> torch.Tensor:
     """The share of the rollouts `c` (a `micro_batches` row selection) in the loss of the whole
     batch (S4 eq. 3 / eq. 4, Alg. 1 lines 4-9): summed over the micro-batches it is that loss,
@@ -353,7 +353,7 @@ def _loss(model, ro: Rollouts, c, adv: torch.Tensor, ref_logp, teacher, cfg: RL,
 
 
 # --------------------------------------------------------------------------- training
-def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerator,
+def step_rollouts(policy, tok, chosen: list[dict], cfg: RLRun, step: int, accelerator,
                   prompt_style: str, with_teacher: bool, first_tier: set[int] | None = None):
     """Alg. 1 lines 1-2: this process's share of one step's rollouts, G per prompt, as
     (Rollouts, diagnostics sums, advantages [B] prompt-major, generated tokens).
@@ -391,7 +391,7 @@ def step_rollouts(policy, tok, chosen: list[dict], cfg: RL, step: int, accelerat
     return ro, group_sums(rewards, correct, adv.cpu(), ro.mask.cpu(), easy), adv, n_tokens
 
 
-def has_signal(accelerator, adv: torch.Tensor, teacher, cfg: RL) -> bool:
+def has_signal(accelerator, adv: torch.Tensor, teacher, cfg: RLRun) -> bool:
     """Whether the step has a reason to move the policy: a group whose rollouts differ in
     reward (a non-zero advantage, on any process), or a teacher to distill from. With
     neither, only the KL / entropy terms give a gradient, tiny, and AdamW rescales it to a
@@ -403,7 +403,7 @@ def has_signal(accelerator, adv: torch.Tensor, teacher, cfg: RL) -> bool:
 
 
 def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_model, teacher,
-           cfg: RL, sums: _Sums) -> bool:
+           cfg: RLRun, sums: _Sums) -> bool:
     """Alg. 1 lines 3-11: ppo_epochs optimizer steps on one batch of rollouts, micro-batched;
     False (and the weights and optimizer state untouched, the diagnostics still measured)
     when the step has no signal (`has_signal`). Rows of weight 0 are skipped in a single
@@ -441,7 +441,7 @@ def update(accelerator, model, optimizer, ro: Rollouts, adv: torch.Tensor, ref_m
     return moving
 
 
-def check_run(problems: list[dict], cfg: RL, ref_model) -> None:
+def check_run(problems: list[dict], cfg: RLRun, ref_model) -> None:
     """The mistakes `train_rloo` refuses before any model work."""
     get_reward(cfg.reward)  # ValueError listing the valid rewards
     if not problems:
@@ -450,7 +450,7 @@ def check_run(problems: list[dict], cfg: RL, ref_model) -> None:
         raise ValueError("kl_coef > 0 needs a ref_model (e.g. train.runtime.frozen_copy of the init policy)")
 
 
-def make_curriculum(problems: list[dict], cfg: RL) -> Curriculum | None:
+def make_curriculum(problems: list[dict], cfg: RLRun) -> Curriculum | None:
     """S1 Alg. 1's curriculum over `problems` when `cfg.curriculum`, else None (seeded shuffle)."""
     if not cfg.curriculum:
         return None
@@ -459,7 +459,7 @@ def make_curriculum(problems: list[dict], cfg: RL) -> Curriculum | None:
                       cfg.curriculum_deadline)
 
 
-def choose_problems(problems: list[dict], step: int, cfg: RL, curriculum: Curriculum | None):
+def choose_problems(problems: list[dict], step: int, cfg: RLRun, curriculum: Curriculum | None):
     """The step's `prompts_per_step` problems: from the unlocked tiers under a curriculum."""
     pool = curriculum.pool() if curriculum else None
     return [problems[i] for i in step_problems(len(problems), cfg.prompts_per_step, step,
@@ -472,7 +472,7 @@ def _progress(row: dict[str, float]) -> dict[str, str]:
             "zero_std": f"{row['zero_std_frac']:.2f}"}
 
 
-def rl_summary(curve: list[dict], cfg: RL, curriculum: Curriculum | None, n_proc: int,
+def rl_summary(curve: list[dict], cfg: RLRun, curriculum: Curriculum | None, n_proc: int,
                seconds: float, gen_s: float, upd_s: float, gen_tokens: int,
                zero_groups: int) -> dict[str, Any]:
     """train_rloo's `stats`: counts and timings (gen_tokens: this process's), first / final of
@@ -520,7 +520,7 @@ def done_line(kind: str, summary: dict[str, Any], seconds: float, gen_s: float) 
             f"groups {summary['zero_std_frac_final']:.2f}")
 
 
-def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, teacher=None,
+def train_rloo(model, tok, problems: list[dict], cfg: RLRun, *, ref_model=None, teacher=None,
                prompt_style: str = "tiny", live=None, stats: dict[str, Any] | None = None):
     """RLOO on `problems` (dicts with `numbers` and `target`); OPD when `teacher` is given.
 
@@ -604,7 +604,7 @@ def first_problems(stage: str, path: str | Path, n: int | None) -> list[dict]:
     return read_jsonl(path)[:n]
 
 
-def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RL, out_dir: str | Path,
+def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RLRun, out_dir: str | Path,
                     *, ref_model=None, teacher=None, prompt_style: str = "tiny",
                     extra_metrics: dict[str, Any] | None = None):
     """train_rloo with dvclive/<stage> curves; saves to `out_dir`, writes the metrics."""
