@@ -21,7 +21,8 @@ import torch
 
 from countdown_rlvr.data.dedup import EMBED_DIM, embed, greedy_dedup, load_encoder
 from countdown_rlvr.data.traces import direct_trace, search_trace
-from countdown_rlvr.task import generate_problems, solve_prompt
+from countdown_rlvr.task.generate import generate_problems
+from countdown_rlvr.task.prompts import solve_prompt
 
 
 def realistic_traces(n: int, seed: int = 0) -> list[str]:

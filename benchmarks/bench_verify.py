@@ -11,7 +11,9 @@ import random
 import re
 import time
 
-from countdown_rlvr.task import generate_problems, operator_flips, solve, step_trace, verify
+from countdown_rlvr.task.generate import generate_problems
+from countdown_rlvr.task.solve import operator_flips, solve, step_trace
+from countdown_rlvr.task.verify import verify
 
 
 def regex_eval_score(completion: str, numbers: list[int], target: int) -> float:

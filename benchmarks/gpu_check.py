@@ -473,7 +473,7 @@ def random_model(shape: dict[str, Any], tok, dtype, device: str, seed: int = 0):
 
 
 def problems(n: int, seed: int = 0) -> list[dict]:
-    from countdown_rlvr.task import generate_problems
+    from countdown_rlvr.task.generate import generate_problems
 
     return [{"numbers": p.numbers, "target": p.target, "construction": p.construction}
             for p in generate_problems(n, seed, "gpu_check", count_solutions_up_to=0)]
@@ -556,7 +556,7 @@ def divergence_gaps(model, tok, prompts: list[str], ours: list[list[int]], hf: l
 def check_sampler(size: Size, device: str, dtype, params: dict, qwen: dict) -> list[Row]:
     from countdown_rlvr.model.policy import build_tokenizer
     from countdown_rlvr.model.sampling import generate
-    from countdown_rlvr.task import solve_prompt
+    from countdown_rlvr.task.prompts import solve_prompt
 
     rows: list[Row] = []
     tok = build_tokenizer()
@@ -656,7 +656,7 @@ def check_training(size: Size, device: str, dtype, qwen: dict) -> list[Row]:
     from countdown_rlvr.core.train_config import SFTStage
     from countdown_rlvr.data.traces import search_trace
     from countdown_rlvr.model.policy import build_tokenizer, configure
-    from countdown_rlvr.task import solve_prompt
+    from countdown_rlvr.task.prompts import solve_prompt
     from countdown_rlvr.train import runtime
     from countdown_rlvr.train.rloo import step_rollouts, update
     from countdown_rlvr.train.sft import train_sft

@@ -19,7 +19,8 @@ from countdown_rlvr.eval.metrics import records_frame, teacher_yield
 from countdown_rlvr.eval.scoring import score_samples
 from countdown_rlvr.model.policy import load_model, load_stage
 from countdown_rlvr.model.sampling import generate
-from countdown_rlvr.task import get_reward, solve_prompt
+from countdown_rlvr.task.prompts import solve_prompt
+from countdown_rlvr.task.rewards import get_reward
 
 SRC, MODEL = "data/problems/train.jsonl", "data/models/teacher"
 OUT, SAMPLES = "data/traces/teacher.jsonl", "data/traces/teacher_samples.parquet"

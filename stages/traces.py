@@ -16,7 +16,7 @@ from countdown_rlvr.core.config import from_section, prompt_style
 from countdown_rlvr.core.data_config import Traces
 from countdown_rlvr.data.repair_data import repair_counts, repair_examples
 from countdown_rlvr.data.traces import solver_traces
-from countdown_rlvr.task import solve_prompt
+from countdown_rlvr.task.prompts import solve_prompt
 
 SRC, OUT, REPAIR = "data/problems/train.jsonl", "data/traces/solver.jsonl", "data/traces/repair.jsonl"
 

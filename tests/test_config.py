@@ -297,7 +297,7 @@ def test_rule_copies_agree_with_the_code_they_mirror():
             rule = (lambda v, r=rule: r([v]))
         assert all(rule(name) is None for name in names) and rule("x"), key
     # the reward kinds: the rule's message lists exactly the reward functions, in their order
-    from countdown_rlvr.task import REWARDS
+    from countdown_rlvr.task.rewards import REWARDS
 
     assert rule_of(C.RL, "reward")("x") == "one of " + ", ".join(REWARDS)
     assert rule_of(C.Evaluate, "reward")("x") == "one of " + ", ".join(REWARDS)

@@ -30,7 +30,7 @@ from countdown_rlvr.eval.metrics import (
 )
 from countdown_rlvr.eval.scoring import evaluate_policy, not_trained, score_samples, skill
 from countdown_rlvr.model.policy import ModelRef, build_tiny, load_model, policy_ref
-from countdown_rlvr.task import get_reward
+from countdown_rlvr.task.rewards import get_reward
 
 SAMPLER = {"backend": "hf", "temperature": 0.6, "top_p": 0.95, "top_k": 20, "max_new_tokens": 8}
 PROBLEMS = [

@@ -149,7 +149,7 @@ def test_a_real_greedy_difference_is_no_near_tie(one_thread):
     import torch
 
     from countdown_rlvr.model.policy import build_tokenizer
-    from countdown_rlvr.task import solve_prompt
+    from countdown_rlvr.task.prompts import solve_prompt
 
     tok = build_tokenizer()
     model = gpu_check.random_model(gpu_check.TINY, tok, torch.bfloat16, "cpu")

@@ -20,7 +20,7 @@ from countdown_rlvr.eval.metrics import failure_counts, is_missing, none_if_miss
 from countdown_rlvr.eval.scoring import score_samples
 from countdown_rlvr.model.sampling import Sample
 from countdown_rlvr.research.repair import failed_attempts
-from countdown_rlvr.task import get_reward
+from countdown_rlvr.task.rewards import get_reward
 
 ROOT = Path(__file__).resolve().parents[1]
 MISSABLE = ("failure", "expression", "value")

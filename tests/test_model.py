@@ -194,7 +194,7 @@ def test_chat_prompts_are_rendered_by_the_template_wherever_a_prompt_is_tokenize
     has no template, keeps its plain prompts."""
     from countdown_rlvr.model.policy import CHAT_SYSTEM, load_model, render_prompts
     from countdown_rlvr.model.sampling import Sample
-    from countdown_rlvr.task import solve_prompt
+    from countdown_rlvr.task.prompts import solve_prompt
     from countdown_rlvr.train.rloo import pack_rollouts
     from countdown_rlvr.train.sft import encode
 

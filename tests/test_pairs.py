@@ -14,7 +14,10 @@ from countdown_rlvr.data.pairs import (
     trace_style,
 )
 from countdown_rlvr.data.traces import solver_traces
-from countdown_rlvr.task import generate_problems, operator_flips, solve_prompt, verify
+from countdown_rlvr.task.generate import generate_problems
+from countdown_rlvr.task.prompts import solve_prompt
+from countdown_rlvr.task.solve import operator_flips
+from countdown_rlvr.task.verify import verify
 
 
 def _traces(n=20):

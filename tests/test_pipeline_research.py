@@ -9,7 +9,10 @@ import pytest
 
 from countdown_rlvr.data.traces import direct_trace
 from countdown_rlvr.research.repair import CONDITIONS, distill_examples
-from countdown_rlvr.task import problem_key, solve, solve_prompt, verify
+from countdown_rlvr.task.generate import problem_key
+from countdown_rlvr.task.prompts import solve_prompt
+from countdown_rlvr.task.solve import solve
+from countdown_rlvr.task.verify import verify
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from conftest import ROOT
 
 from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.data_config import Problems
-from countdown_rlvr.task import generate_problems, problem_key
+from countdown_rlvr.task.generate import generate_problems, problem_key
 
 SMALL = {"n_train": 400, "count_train_solutions": 0, "n_dev": 40, "n_test": 40, "n_ood": 10,
          "n_unseen": 60}

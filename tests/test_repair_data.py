@@ -16,8 +16,10 @@ from countdown_rlvr.data.repair_data import (
     wrong_attempt,
 )
 from countdown_rlvr.data.traces import solver_traces
-from countdown_rlvr.task import extract_answer, generate_problems, problem_key, solve_prompt, verify
+from countdown_rlvr.task.generate import generate_problems, problem_key
+from countdown_rlvr.task.prompts import solve_prompt
 from countdown_rlvr.task.repair_prompt import condition_feedback, repair_prompt
+from countdown_rlvr.task.verify import extract_answer, verify
 
 
 @pytest.fixture(scope="module")

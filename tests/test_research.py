@@ -36,9 +36,11 @@ from countdown_rlvr.research.repair import (
     run_repairs,
     select_attempts,
 )
-from countdown_rlvr.task import feedback, generate_problems, solve, solve_prompt, verify
+from countdown_rlvr.task.generate import generate_problems
+from countdown_rlvr.task.prompts import feedback, solve_prompt
 from countdown_rlvr.task.repair_prompt import condition_feedback, derangement, repair_prompt
-from countdown_rlvr.task.solve import step_trace
+from countdown_rlvr.task.solve import solve, step_trace
+from countdown_rlvr.task.verify import verify
 from countdown_rlvr.train.sft import encode
 
 NUMS, TARGET = [44, 19, 35], 98  # 44 + 19 + 35 = 98

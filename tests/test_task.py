@@ -8,21 +8,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from countdown_rlvr.task import (
-    FAILURES,
-    feedback,
-    generate_problems,
-    get_reward,
-    operator_flips,
-    problem_key,
-    solution_steps,
-    solve,
-    solve_prompt,
-    step_trace,
-    verify,
-)
 from countdown_rlvr.task.arith import OPS, apply_op
-from countdown_rlvr.task.verify import count_arithmetic_errors, extract_answer
+from countdown_rlvr.task.generate import generate_problems, problem_key
+from countdown_rlvr.task.prompts import feedback, solve_prompt
+from countdown_rlvr.task.rewards import get_reward
+from countdown_rlvr.task.solve import operator_flips, solution_steps, solve, step_trace
+from countdown_rlvr.task.verify import FAILURES, count_arithmetic_errors, extract_answer, verify
 
 NUMS, TARGET = [44, 19, 35], 98
 

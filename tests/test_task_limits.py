@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from countdown_rlvr.core import data_config
-from countdown_rlvr.task import MAX_NUMBERS, solve, verify
+from countdown_rlvr.task.solve import MAX_NUMBERS, solve
+from countdown_rlvr.task.verify import verify
 
 verify_module = importlib.import_module("countdown_rlvr.task.verify")  # the module, not verify()
 

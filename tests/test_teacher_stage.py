@@ -15,7 +15,8 @@ from countdown_rlvr.core.io import StageError
 from countdown_rlvr.core.teacher_config import Teacher
 from countdown_rlvr.data.traces import solver_traces
 from countdown_rlvr.model.policy import load_model, n_parameters, new_tiny
-from countdown_rlvr.task import generate_problems, solve_prompt
+from countdown_rlvr.task.generate import generate_problems
+from countdown_rlvr.task.prompts import solve_prompt
 
 # a few steps of each phase at tiny sizes: seconds on one core
 TINY_BASE = {"corpus_size": 200, "max_steps": 8, "batch_size": 4, "max_len": 64, "log_every": 4}

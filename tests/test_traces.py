@@ -4,7 +4,9 @@ from collections import Counter
 import pytest
 
 from countdown_rlvr.data.traces import solver_traces, strategy_prompt
-from countdown_rlvr.task import generate_problems, solve_prompt, verify
+from countdown_rlvr.task.generate import generate_problems
+from countdown_rlvr.task.prompts import solve_prompt
+from countdown_rlvr.task.verify import verify
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@
 A stage's entry below says what only it can say: its script (stages/<script>.py) and
 arguments, its matrix, the data it reads and the files it writes. The rest is derived:
 
-- code deps: the library files its script imports (countdown_rlvr.cli.imports), a package
-  directory when it imports every file in it (`src/countdown_rlvr/task`);
+- code deps: the library files its script imports (countdown_rlvr.cli.imports), file by file;
 - params: what its config is built from once overrides are resolved
   (countdown_rlvr.cli.stage_params): a section it reads whole by name (`sft`), else the keys it
   reads (`ipo.beta`, ...); over an arm matrix (rloo, opd), `${item.arm}` and the keys of the
@@ -228,7 +227,6 @@ INT = Stage(
 
 STAGES = [
     Stage("check_params", "every param checked before DVC removes any stage's outputs",
-          code=("src/countdown_rlvr",),  # any library change re-checks (a constant output)
           all_params=True,
           outs=(Out("reports/details/check_params.json", "constant: passing re-runs nothing; "
                     "a failed check leaves it (and all else) in place",
@@ -417,17 +415,9 @@ PLOTS_NOTE = """\
 # --------------------------------------------------------------------------- code deps
 
 def code_deps(script: str) -> list[str]:
-    """The library files `stages/<script>.py` runs; a package directory when it runs every
-    file in it."""
-    runs = {ROOT / p for p in closure(ROOT / "stages" / f"{script}.py")}
-
-    def walk(package: Path) -> list[Path]:
-        if all(p in runs for p in package.rglob("*.py")):
-            return [package]
-        subs = sorted(d for d in package.iterdir() if (d / "__init__.py").is_file())
-        return [p for p in package.glob("*.py") if p in runs] + [x for d in subs for x in walk(d)]
-
-    return sorted(str(p.relative_to(ROOT)) for p in walk(SRC / PACKAGE))
+    """The library files `stages/<script>.py` runs, file by file (never a folder: a folder
+    dep would re-run the stage for an edit to a file it never runs)."""
+    return sorted(str(p) for p in closure(ROOT / "stages" / f"{script}.py"))
 
 
 def _values(value: str | list[str], params: dict) -> list[str]:

@@ -3,6 +3,7 @@
     countdown-rlvr diff A [B] [--policy NAME ...] [--all] [--alpha 0.05] [--adjust holm|none]
                         [--format text|md|json]      # B: the workspace when left out
     countdown-rlvr dag [--mermaid] [--write]          # the stage map (docs/dag.md)
+    countdown-rlvr cost -S KEY=VALUE [--file PATH]    # what a variant re-runs, and its minutes
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import argparse
 
 from countdown_rlvr.analysis import branch_diff
-from countdown_rlvr.cli import stage_map
+from countdown_rlvr.cli import cost, stage_map
 
 DESCRIPTION = """\
 Commands for a run of the countdown-rlvr pipeline (`dvc repro` runs the pipeline itself):
-compare two revisions' results with intervals that know the training noise, and map the
-stage graph."""
+compare two revisions' results with intervals that know the training noise, map the
+stage graph, and say what a variant re-runs before it runs."""
 
 # one example per command, shown under `countdown-rlvr --help` and under the command's own
 EXAMPLES = {
@@ -24,6 +25,8 @@ EXAMPLES = {
               "      and a verdict for each policy and headline metric")),
     "dag": ("countdown-rlvr dag",
             "each stage and arm in run order, and what it waits for"),
+    "cost": ("countdown-rlvr cost -S rloo.lr=5e-5",
+             "the stages `dvc exp run -S rloo.lr=5e-5` re-runs here, and their minutes"),
 }
 
 
@@ -50,6 +53,11 @@ def parser() -> argparse.ArgumentParser:
                          epilog=_example("dag"))
     stage_map.add_arguments(dag)
     dag.set_defaults(run=stage_map.run)
+    cst = sub.add_parser("cost", help="the stages a params override or an edit re-runs, and "
+                         "their minutes", formatter_class=raw,
+                         description=cost.__doc__.split("\n\n")[0], epilog=_example("cost"))
+    cost.add_arguments(cst)
+    cst.set_defaults(run=cost.run)
     return ap
 
 

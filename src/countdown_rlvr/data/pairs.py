@@ -21,7 +21,8 @@ import random
 from collections import defaultdict
 from fractions import Fraction
 
-from ..task import operator_flips, step_trace, verify
+from ..task.solve import operator_flips, step_trace
+from ..task.verify import verify
 from .traces import completion
 
 SOURCES = ("scripted", "easyneg", "hardneg", "base")

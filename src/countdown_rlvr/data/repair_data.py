@@ -37,9 +37,9 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from ..task import extract_answer, operator_flips, step_trace, verify
 from ..task.repair_prompt import condition_feedback, repair_prompt
-from ..task.verify import PREC, ParseError, evaluate, parse
+from ..task.solve import operator_flips, step_trace
+from ..task.verify import PREC, ParseError, evaluate, extract_answer, parse, verify
 
 CONDITIONS = ("F1", "F2", "F3", "F4")  # rotated equally; keys of task.prompts.REPAIR_CONDITIONS
 FAILURE_ORDER = ("WRONG_TARGET", "NUMBER_REUSED", "NUMBER_UNKNOWN", "NUMBER_OMITTED",

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import random
 
-from ..task import operator_flips, solution_steps, solve, step_trace, verify
+from ..task.solve import operator_flips, solution_steps, solve, step_trace
+from ..task.verify import verify
 
 STYLES = ("direct", "search")
 STRATEGY_HINTS = {"direct": "Strategy: direct\n", "search": "Strategy: search\n"}

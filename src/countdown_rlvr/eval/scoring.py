@@ -25,7 +25,9 @@ from tqdm.auto import tqdm
 from ..model.policy import ModelRef, load_model
 from ..model.sampling import generate
 from ..model.untrained import NOT_TRAINED
-from ..task import get_reward, solve_prompt, verify
+from ..task.prompts import solve_prompt
+from ..task.rewards import get_reward
+from ..task.verify import verify
 from .metrics import records_frame
 
 # --------------------------------------------------------------------------- untrained

@@ -55,10 +55,13 @@ from ..model.policy import policy_ref
 from ..model.sampling import generate
 from ..model.untrained import untrained
 from ..stats import mcnemar
-from ..task import solve, solve_prompt, verify
 from ..task.arith import OPS, apply_op  # Fractions in, a Fraction (or None: ÷0) out
-from ..task.solve import fmt
-from ..task.verify import _CLAIM  # the verifier's "a op b = c" claim pattern, reused as is
+from ..task.prompts import solve_prompt
+from ..task.solve import fmt, solve
+from ..task.verify import (
+    _CLAIM,  # the verifier's "a op b = c" claim pattern, reused as is
+    verify,
+)
 from ..train.rloo import train_rloo
 from ..train.runtime import fit_and_save, frozen_copy, init_policy
 from ..train.sft import train_sft

@@ -47,10 +47,10 @@ from ..core.io import atomic_path
 from ..eval.metrics import none_if_missing
 from ..model.sampling import generate
 from ..stats import mcnemar
-from ..task import solve_prompt, verify
-from ..task.prompts import NO_FEEDBACK, RESAMPLE
+from ..task.prompts import NO_FEEDBACK, RESAMPLE, solve_prompt
 from ..task.prompts import REPAIR_CONDITIONS as CONDITIONS  # DVC-safe key -> S0 name
 from ..task.repair_prompt import condition_feedback, repair_prompt
+from ..task.verify import verify
 
 REPAIRS_SCHEMA = pa.schema([
     ("condition", pa.string()), ("attempt_id", pa.string()), ("problem_id", pa.string()),

@@ -1,15 +1,15 @@
-"""The Countdown task: generator, solver, verifier, rewards, prompts and the repair prompt."""
+"""The Countdown task: generator (`generate`), solver (`solve`), verifier (`verify`), rewards,
+prompts and the repair prompt, one module each.
 
-from .generate import Problem, generate_problems, problem_key
-from .prompts import FEEDBACK_CONDITIONS, feedback, solve_prompt
-from .repair_prompt import condition_feedback, repair_prompt
-from .rewards import REWARDS, get_reward
-from .solve import MAX_NUMBERS, operator_flips, solution_steps, solve, step_trace
-from .verify import FAILURES, Verdict, count_arithmetic_errors, extract_answer, verify
+The package imports only the public API every caller may use through it,
+`countdown_rlvr.task.verify(completion, numbers, target)` and
+`countdown_rlvr.task.solve(numbers, target)`; everything else is imported from its module
+(`from countdown_rlvr.task.generate import generate_problems`). So a stage's code deps
+(dvc.yaml) are the task files it runs: an edit to generate.py re-runs the stages that
+generate problems, not every stage that verifies a sample.
+"""
 
-__all__ = [
-    "FAILURES", "FEEDBACK_CONDITIONS", "MAX_NUMBERS", "REWARDS", "Problem", "Verdict",
-    "condition_feedback", "count_arithmetic_errors", "extract_answer", "feedback",
-    "generate_problems", "get_reward", "operator_flips", "problem_key", "repair_prompt",
-    "solution_steps", "solve", "solve_prompt", "step_trace", "verify",
-]
+from .solve import solve
+from .verify import Verdict, verify
+
+__all__ = ["Verdict", "solve", "verify"]

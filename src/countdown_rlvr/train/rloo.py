@@ -44,7 +44,9 @@ from ..data.traces import strategy_prompt
 from ..model.logprobs import token_entropy, token_logprobs
 from ..model.policy import n_parameters, render_prompts
 from ..model.sampling import derive_seed, generate
-from ..task import get_reward, solve_prompt, verify
+from ..task.prompts import solve_prompt
+from ..task.rewards import get_reward
+from ..task.verify import verify
 from . import runtime
 from .losses import clipped_is_weight, forward_kl, rloo_advantages, rloo_policy_loss
 

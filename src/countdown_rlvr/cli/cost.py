@@ -1,0 +1,254 @@
+"""What a change re-runs, and what that costs, before the run: `countdown-rlvr cost`.
+
+    countdown-rlvr cost -S rloo.lr=1e-5              # the stages a params override re-runs
+    countdown-rlvr cost --file src/countdown_rlvr/task/generate.py   # ... an edit to a file
+    countdown-rlvr cost --write                      # the generated tables in the docs
+    countdown-rlvr cost --check                      # exit 1 when they are stale (a test does)
+
+A params key re-runs every stage whose `params:` in dvc.yaml name it (or the section that
+holds it) and, downstream, every stage that reads their outputs; a source file, every stage
+that lists it as a code dep and what reads their outputs. Both are read from DVC's own view
+of the pipeline (`dvc.repo.Repo(...).index`: dvc.yaml expanded over params.yaml, exactly what
+`dvc repro` runs), with `check_params` left out: it re-runs on any params change but its
+output never changes, so it re-runs nothing after it. The prediction is an upper bound: DVC
+skips a stage whose inputs came out byte-identical (an RL run of 0 steps, say).
+
+Minutes are the committed run's stage times: a training stage's own seconds from its
+`reports/timings/` file (in git, so a fresh clone has them), and for a stage without one (an
+evaluation, the data stages) UNTIMED_S, the committed run's wall time less its timed stages'
+seconds, over its untimed stages. Each stage adds DVC's own overhead (OVERHEAD_S).
+
+The generated tables: docs/running.md (each params key's re-run stages and minutes, keys with
+the same stages in one row) and docs/design.md (each source file's stages), between
+`<!-- cost:... -->` markers; tests/test_cost.py fails when either is stale or when a training
+section's key reaches a shared upstream stage or SFT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+import yaml
+
+from ..core.config import at
+from ..core.io import write_text
+from .imports import ROOT
+
+GATE = "check_params"
+# the committed run (08665ea, an idle 2-core Zen 5): 165 min 14 s for 122 stages, of which 62
+# have a timings file (7,780 s); per stage, DVC's own bookkeeping (benchmarks/
+# bench_stage_overhead.py: ~6 s) and, for the 60 others, what is left: (9,914 - 7,780 -
+# 62 x 6) / 60 = 29 s
+OVERHEAD_S = 6.0
+UNTIMED_S = 29.0
+# the stages every policy reads, and SFT: no key of a training section may reach them
+UPSTREAM = ("problems", "base", "traces", "teacher", "teacher_traces", "dedup", "pairs")
+TRAINING_SECTIONS = ("rloo", "opd", "ipo", "int", "distill", "repair")
+DOCS = {"keys": ROOT / "docs/running.md", "files": ROOT / "docs/design.md"}
+
+
+@dataclass
+class Pipeline:
+    """dvc.yaml as DVC expands it: each stage's params keys, code deps, timing file and
+    the data flow (edge a -> b: b reads an output of a)."""
+    params: dict[str, list[str]]  # stage -> params keys ([] for all of params.yaml)
+    files: dict[str, list[str]]  # stage -> its deps under src/ and stages/
+    timing: dict[str, str | None]  # stage -> its reports/timings/ out, if any
+    outs: dict[str, list[str]]  # stage -> its outputs
+    flow: nx.DiGraph
+
+    @classmethod
+    def load(cls, root: str | Path = ROOT) -> Pipeline:
+        from dvc.repo import Repo  # DVC reads dvc.yaml + params.yaml exactly as `dvc repro`
+
+        params, files, timing, outs, flow = {}, {}, {}, {}, nx.DiGraph()
+        with Repo(str(root)) as repo:
+            for stage in repo.index.stages:
+                name = stage.addressing
+                flow.add_node(name)
+                params[name] = [k for d in stage.deps if type(d).__name__ == "ParamsDependency"
+                                for k in (d.params or [""])]
+                files[name] = [d.def_path for d in stage.deps
+                               if d.def_path.startswith(("src/", "stages/"))]
+                outs[name] = [o.def_path for o in stage.outs]
+                timing[name] = next((o for o in outs[name]
+                                     if o.startswith("reports/timings/")), None)
+            flow.add_edges_from((b.addressing, a.addressing) for a, b in repo.index.graph.edges)
+        return cls(params, files, timing, outs, flow)
+
+    def downstream(self, seeds: set[str]) -> set[str]:
+        """The seeds and every stage that reads, directly or not, one of their outputs; the
+        params check's constant output passes nothing on."""
+        out = set(seeds)
+        for s in seeds - {GATE}:
+            out |= nx.descendants(self.flow, s) - {GATE}
+        return out
+
+    def by_key(self, key: str) -> set[str]:
+        """The stages a change to params key `key` (dotted) re-runs."""
+        def names(listed: str) -> bool:
+            return listed in ("", key) or key.startswith(listed + ".") or \
+                listed.startswith(key + ".")
+        return self.downstream({s for s, keys in self.params.items()
+                                if s != GATE and any(names(k) for k in keys)})
+
+    def by_file(self, path: str) -> set[str]:
+        """The stages an edit to `path` re-runs (its code deps, file by file)."""
+        return self.downstream({s for s, fs in self.files.items() if path in fs})
+
+    def seconds(self, stages: set[str], root: str | Path = ROOT) -> float:
+        """Their wall time at the committed run's stage times."""
+        total = 0.0
+        for s in stages:
+            f = Path(root, self.timing[s]) if self.timing.get(s) else None
+            own = json.loads(f.read_text()).get("seconds") if f and f.is_file() else None
+            total += OVERHEAD_S + (own if own is not None else UNTIMED_S)
+        return total
+
+    def missing(self, root: str | Path = ROOT) -> set[str]:
+        """Stages whose cached outputs (data/) are not in the workspace: a fresh clone's, or
+        a workspace that never ran them; `dvc repro` runs them (and what reads them) first."""
+        return {s for s, outs in self.outs.items()
+                if any(o.startswith("data/") and not Path(root, o).exists() for o in outs)}
+
+
+def group(stages: set[str]) -> dict[str, int]:
+    """`rloo@rloo-6`, `rloo@rloo-7` -> {`rloo@rloo`: 2}: replicates counted, not listed."""
+    out: dict[str, int] = defaultdict(int)
+    for s in stages:
+        out[re.sub(r"@\d+$|-\d+$", "", s)] += 1
+    return dict(sorted(out.items()))
+
+
+def describe(stages: set[str]) -> str:
+    return ", ".join(f"{g} x{n}" if n > 1 else g for g, n in group(stages).items())
+
+
+def leaf_keys(params: dict, prefix: str = "") -> list[str]:
+    """Every leaf key of params.yaml, dotted (a list value is a leaf)."""
+    out = []
+    for k, v in params.items():
+        key = f"{prefix}{k}"
+        out += leaf_keys(v, key + ".") if isinstance(v, dict) and v else [key]
+    return out
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f}"
+
+
+def keys_table(pipe: Pipeline, params: dict, root: str | Path = ROOT) -> str:
+    """Markdown: each params key's re-run stages (keys with the same stages share a row)."""
+    rows: dict[frozenset, list[str]] = defaultdict(list)
+    for key in leaf_keys(params):
+        rows[frozenset(pipe.by_key(key))].append(key)
+    lines = ["| keys | stages | min | which |", "| --- | --- | --- | --- |"]
+    for stages, keys in sorted(rows.items(), key=lambda r: (len(r[0]), r[1][0])):
+        shown = ", ".join(f"`{k}`" for k in keys[:6]) + \
+            (f" and {len(keys) - 6} more of `{keys[0].split('.')[0]}`" if len(keys) > 6 else "")
+        lines.append(f"| {shown} | {len(stages)} | {minutes(pipe.seconds(set(stages), root))} | "
+                     f"{describe(set(stages)) or '(none)'} |")
+    return "\n".join(lines)
+
+
+def files_table(pipe: Pipeline, root: str | Path = ROOT) -> str:
+    """Markdown: each library file, the stages that run it and what an edit re-runs."""
+    paths = sorted({f for fs in pipe.files.values() for f in fs if f.startswith("src/")})
+    lines = ["| file | stages that run it | an edit re-runs |", "| --- | --- | --- |"]
+    for p in paths:
+        runs = {s for s, fs in pipe.files.items() if p in fs}
+        lines.append(f"| `{p.removeprefix('src/countdown_rlvr/')}` | {len(runs)} | "
+                     f"{len(pipe.by_file(p))} |")
+    return "\n".join(lines)
+
+
+def _marked(text: str, name: str, table: str) -> str:
+    start, end = f"<!-- cost:{name} (generated: countdown-rlvr cost --write) -->", \
+        f"<!-- /cost:{name} -->"
+    if start not in text or end not in text:
+        raise SystemExit(f"{name}: the markers {start} ... {end} are missing from its doc")
+    head, rest = text.split(start, 1)
+    return f"{head}{start}\n{table}\n{end}{rest.split(end, 1)[1]}"
+
+
+def rendered(root: str | Path = ROOT) -> dict[Path, str]:
+    """Each doc with its generated table made anew."""
+    pipe = Pipeline.load(root)
+    params = yaml.safe_load(Path(root, "params.yaml").read_text())
+    tables = {"keys": keys_table(pipe, params, root), "files": files_table(pipe, root)}
+    return {Path(root, DOCS[n].relative_to(ROOT)): _marked(
+        Path(root, DOCS[n].relative_to(ROOT)).read_text(), n, t) for n, t in tables.items()}
+
+
+def override_keys(overrides: list[str], params: dict) -> list[str]:
+    """`-S key=value` -> its leaf keys whose value the override changes (a section or list
+    override: the keys under it)."""
+    keys = []
+    for o in overrides:
+        key, eq, value = o.partition("=")
+        if not eq:
+            raise SystemExit(f"cost: -S {o!r} is not key=value (as `dvc exp run -S`)")
+        if at(params, key) is None and not _known(params, key):
+            raise SystemExit(f"cost: {key!r} is not a params.yaml key; see params.yaml")
+        if yaml.safe_load(value) != at(params, key):
+            keys.append(key)
+    return keys
+
+
+def _known(params: dict, key: str) -> bool:
+    node: object = params
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("-S", "--set-param", dest="overrides", action="append", default=[],
+                    metavar="KEY=VALUE", help="a params override, as `dvc exp run -S`")
+    ap.add_argument("--file", action="append", default=[], metavar="PATH",
+                    help="a source file you edit (relative to the repository)")
+    ap.add_argument("--write", action="store_true",
+                    help="write the generated tables into docs/running.md and docs/design.md")
+    ap.add_argument("--check", action="store_true", help="exit 1 when those tables are stale")
+
+
+def run(args: argparse.Namespace, root: str | Path = ".") -> int:
+    if args.write or args.check:
+        stale = [p for p, text in rendered(root).items() if p.read_text() != text]
+        for p, text in rendered(root).items() if args.write else ():
+            write_text(p, text)
+        if args.check and stale:
+            print(f"stale: {', '.join(map(str, stale))}; run `countdown-rlvr cost --write`")
+            return 1
+        return 0
+    if not (args.overrides or args.file):
+        print("cost: give -S KEY=VALUE or --file PATH (see --help)", file=sys.stderr)
+        return 2
+    pipe = Pipeline.load(root)
+    params = yaml.safe_load(Path(root, "params.yaml").read_text())
+    keys = override_keys(args.overrides, params)
+    stages = set().union(*(pipe.by_key(k) for k in keys), *(pipe.by_file(f) for f in args.file))
+    what = " ".join([*(f"-S {o}" for o in args.overrides), *(f"--file {f}" for f in args.file)])
+    print(f"{what}: {len(stages)} of {len(pipe.params)} stages, "
+          f"~{minutes(pipe.seconds(stages, root))} min at the committed run's stage times "
+          "(an upper bound: DVC skips a stage whose inputs came out byte-identical)")
+    if unchanged := [o for o in args.overrides if o.partition("=")[0] not in keys]:
+        print(f"  unchanged (the value params.yaml has): {', '.join(unchanged)}")
+    for g, n in group(stages).items():
+        print(f"  {g}" + (f" x{n}" if n > 1 else ""))
+    if missing := pipe.missing(root):
+        first = pipe.downstream(missing) | stages
+        print(f"this workspace lacks the outputs of {len(missing)} stages (a fresh clone has "
+              "the results in git, not the data and models): the run would first make them, "
+              f"{len(first)} stages, ~{minutes(pipe.seconds(first, root))} min in all; or "
+              "`dvc pull` them from a remote (docs/running.md#a-remote-for-the-models)")
+    return 0
