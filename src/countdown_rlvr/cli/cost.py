@@ -91,13 +91,16 @@ class Pipeline:
             out |= nx.descendants(self.flow, s) - {GATE}
         return out
 
-    def by_key(self, key: str) -> set[str]:
-        """The stages a change to params key `key` (dotted) re-runs."""
+    def reads(self, key: str) -> set[str]:
+        """The stages whose params name params key `key` (dotted), or a section holding it."""
         def names(listed: str) -> bool:
             return listed in ("", key) or key.startswith(listed + ".") or \
                 listed.startswith(key + ".")
-        return self.downstream({s for s, keys in self.params.items()
-                                if s != GATE and any(names(k) for k in keys)})
+        return {s for s, keys in self.params.items() if s != GATE and any(map(names, keys))}
+
+    def by_key(self, key: str) -> set[str]:
+        """The stages a change to params key `key` re-runs."""
+        return self.downstream(self.reads(key))
 
     def by_file(self, path: str) -> set[str]:
         """The stages an edit to `path` re-runs (its code deps, file by file)."""
@@ -145,16 +148,23 @@ def minutes(seconds: float) -> str:
 
 
 def keys_table(pipe: Pipeline, params: dict, root: str | Path = ROOT) -> str:
-    """Markdown: each params key's re-run stages (keys with the same stages share a row)."""
+    """Markdown: each params key's re-run stages (keys with the same stages share a row):
+    the stages whose params name it, then how many more read their outputs."""
     rows: dict[frozenset, list[str]] = defaultdict(list)
     for key in leaf_keys(params):
         rows[frozenset(pipe.by_key(key))].append(key)
-    lines = ["| keys | stages | min | which |", "| --- | --- | --- | --- |"]
+    lines = ["| keys | stages | min | the stages that read it (+ those downstream) |",
+             "| --- | --- | --- | --- |"]
     for stages, keys in sorted(rows.items(), key=lambda r: (len(r[0]), r[1][0])):
-        shown = ", ".join(f"`{k}`" for k in keys[:6]) + \
-            (f" and {len(keys) - 6} more of `{keys[0].split('.')[0]}`" if len(keys) > 6 else "")
-        lines.append(f"| {shown} | {len(stages)} | {minutes(pipe.seconds(set(stages), root))} | "
-                     f"{describe(set(stages)) or '(none)'} |")
+        shown = ", ".join(f"`{k}`" for k in keys[:4]) + \
+            (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+        direct = pipe.reads(keys[0])
+        groups = group(direct)
+        named = describe(direct) if len(groups) <= 4 else \
+            f"{len(direct)} stages: {', '.join(list(groups)[:3])}, ..."
+        which = f"{named} (+ {len(stages) - len(direct)})" if stages else "(none)"
+        lines.append(f"| {shown} | {len(stages)} | "
+                     f"{minutes(pipe.seconds(set(stages), root))} | {which} |")
     return "\n".join(lines)
 
 

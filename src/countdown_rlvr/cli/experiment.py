@@ -42,7 +42,6 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import yaml
 
@@ -50,7 +49,7 @@ from ..core.arms import arms
 from ..core.config import at, seeds_key
 from ..core.io import read_params, write_text
 from . import stage_map
-from .imports import PACKAGE, ROOT, SRC, closure
+from .imports import ROOT, closure
 from .stage_params import ARMS, leaves, reads, resolved_keys
 
 OUT = ROOT / "dvc.yaml"
