@@ -251,7 +251,8 @@ def test_markdown_and_json_carry_the_test_and_the_rows(inrepo, capsys):
     assert report["test"].startswith("paired") and report["reason"] and report["warnings"] == []
     (r,) = report["rows"]
     assert set(r) == {"policy", "metric", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "p",
-                      "p_adj", "n_a", "n_b", "paired", "verdict"}
+                      "p_adj", "n_a", "n_b", "paired", "verdict", "upstream",
+                      "upstream_differs"}
     assert r["policy"] == "rloo" and r["paired"] is True and r["ci_low"] < 0.2 < r["ci_high"]
     assert report["adjust"] == "holm" and report["family"] == 1 and r["p_adj"] == r["p"]
 
@@ -546,3 +547,43 @@ def test_without_params_every_file_is_read_and_the_output_says_so(tiny):
     assert len(report["warnings"]) == 2  # one per side
     assert all("no params.yaml with `replicates.seeds`" in w for w in report["warnings"])
     assert by_row(report)[("rloo", "pass@1")]["n_b"] == 3
+
+
+def _lock(sft_md5: str, teacher_md5: str = "t" * 32) -> str:
+    """A dvc.lock whose rloo and opd replicates read SFT (rloo) and RLOO + the teacher (opd)."""
+    def stage(out, *reads):
+        return {"cmd": "x", "deps": [{"path": p, "md5": m} for p, m in reads],
+                "outs": [{"path": out, "md5": "o" * 32}]}
+    return yaml.safe_dump({"schema": "2.0", "stages": {
+        "sft@0": stage("data/models/sft/r0", ("data/models/base", "b" * 32)),
+        "rloo@rloo-0": stage("data/models/rloo/r0", ("data/models/sft/r0", sft_md5)),
+        "opd@opd-0": stage("data/models/opd/r0", ("data/models/rloo/r0", "o" * 32),
+                           ("data/models/teacher", teacher_md5))}})
+
+
+def test_upstream_policies_name_what_each_policy_was_trained_from_and_what_differs():
+    from countdown_rlvr.analysis.branch_diff import upstream, upstream_of
+
+    a, same, other = upstream(_lock("s" * 32)), upstream(_lock("s" * 32)), upstream(_lock("z" * 32))
+    assert upstream_of("rloo", {"r0"}, a, same) == (["sft"], [])
+    assert upstream_of("rloo", {"r0"}, a, other) == (["sft"], ["sft"])
+    names, differ = upstream_of("opd", {"r0"}, a, upstream(_lock("s" * 32, "u" * 32)))
+    assert sorted(names) == ["rloo", "teacher"] and differ == ["teacher"]
+    assert upstream(None) == {}
+
+
+def test_a_confounded_row_is_marked_and_the_header_says_so():
+    from countdown_rlvr.analysis.branch_diff import render
+
+    row = {"policy": "rloo", "metric": "pass@1", "mean_a": 0.4, "mean_b": 0.5, "diff": 0.1,
+           "ci_low": 0.0, "ci_high": 0.2, "p": 0.04, "p_adj": 0.04, "n_a": 3, "n_b": 3,
+           "paired": True, "verdict": "differs", "upstream": ["sft"],
+           "upstream_differs": ["sft"]}
+    report = {"rev_a": "main", "rev_b": "lr", "alpha": 0.05, "test": "paired t-test",
+              "reason": "shared inputs", "adjust": "holm", "family": 1, "family_shown": 1,
+              "policies": None, "notes": [], "rows": [row], "hidden_unchanged": 0,
+              "upstream": "upstream policies differ for rloo",
+              "warnings": ["CONFOUNDED: rloo was trained from a different sft"]}
+    out = render(report)
+    assert "upstream: upstream policies differ for rloo" in out and "CONFOUNDED" in out
+    assert any(line.startswith("rloo*") for line in out.splitlines())

@@ -32,6 +32,10 @@ their reports/ and dvclive/ outputs, summaries that change with what a stage rep
 - different (say, another kind of CPU drew another teacher and other pairs) or no dvc.lock:
   Welch over each side's replicates, and no row is called a difference, because the change
   is mixed with a different draw of the inputs.
+Each row's policy is also checked for what it was trained from: the model dirs its training
+stage read (its init, SFT, the teacher: dvc.lock's deps under data/models/). When any differs
+between the sides (a variant that re-trained SFT), the header says so and the row is marked
+`*`: its difference is the variant's and a new upstream policy's together.
 A policy with one draw on a side gets its difference and no interval. The rows that get a
 verdict from a test, over every policy, are one family: by default Holm's correction holds its
 family-wise error at alpha, and the verdict uses the adjusted p (`--adjust none`: each row at
@@ -196,6 +200,46 @@ def lock_md5s(lock_text: str | None) -> dict[str, str]:
                 if "md5" in o}
     except (yaml.YAMLError, TypeError, KeyError, AttributeError):
         return {}
+
+
+MODELS = "data/models/"
+
+
+def upstream(lock_text: str | None) -> dict[str, dict[str, str]]:
+    """model dir -> {each model dir its stage read: its md5}, from dvc.lock: what every
+    trained policy was trained from (its init, SFT's base, the teacher, ...)."""
+    try:
+        stages = yaml.load(lock_text or "", Loader=getattr(yaml, "CSafeLoader",
+                                                           yaml.SafeLoader))["stages"]
+    except (yaml.YAMLError, TypeError, KeyError, AttributeError):
+        return {}
+    out = {}
+    for st in stages.values():
+        read = {d["path"]: d.get("md5") for d in st.get("deps", [])
+                if d.get("path", "").startswith(MODELS)}
+        for o in st.get("outs", []):
+            if o.get("path", "").startswith(MODELS):
+                out[o["path"]] = {p: m for p, m in read.items() if p != o["path"]}
+    return out
+
+
+def _name(model_dir: str) -> str:
+    """data/models/sft/r6 -> sft; data/models/teacher -> teacher."""
+    return re.sub(r"/r\d+$", "", model_dir.removeprefix(MODELS))
+
+
+def upstream_of(policy: str, tags, lock_a: dict, lock_b: dict) -> tuple[list[str], list[str]]:
+    """(the upstream policies `policy`'s draws were trained from, those whose dvc.lock hash
+    differs between the sides for some draw): a difference there is not the variant's alone."""
+    names, differ = {}, set()
+    for tag in tags:
+        out = MODELS + policy + ("" if tag == "shared" else f"/{tag}")
+        a, b = lock_a.get(out, {}), lock_b.get(out, {})
+        for path in a.keys() | b.keys():
+            names[_name(path)] = True
+            if a.get(path) != b.get(path):
+                differ.add(_name(path))
+    return list(names), sorted(differ)
 
 
 @dataclass
@@ -424,6 +468,9 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
     for side, run in ((side_a, run_a), (side_b, run_b)):
         w, n = run_notes(side, run)
         warnings, notes = warnings + w, notes + n
+    up_a, up_b = (upstream(side.read("dvc.lock")) for side in (side_a, side_b))
+    ups = {p: upstream_of(p, old[p].keys() | new[p].keys(), up_a, up_b) for p in known}
+    confounded = {p: d for p, (_, d) in ups.items() if d}
     rows, hidden = [], {}
     # every policy's rows, whatever --policy shows: they are the family Holm corrects over,
     # so narrowing the display cannot change an adjusted p
@@ -454,12 +501,23 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
                     stats["verdict"] = "no common seed: no test"
             rows.append({"policy": policy, "metric": metric, "mean_a": float(np.mean(xa)),
                          "mean_b": float(np.mean(xb)), **stats, "n_a": len(xa),
-                         "n_b": len(xb), "paired": bool(paired and tags)})
+                         "n_b": len(xb), "paired": bool(paired and tags),
+                         "upstream": ups[policy][0], "upstream_differs": ups[policy][1]})
     family = adjust_family(rows, alpha, adjust)
     shown = [r for r in rows if not policies or r["policy"] in policies]
     test = ("paired t-test on per-replicate differences" if paired
             else "Welch t-test over replicates")
+    shown_conf = {p: d for p, d in confounded.items() if not policies or p in policies}
+    if shown_conf:
+        warnings.append("CONFOUNDED: " + "; ".join(
+            f"{p} was trained from a different {', '.join(d)}" for p, d in shown_conf.items()) +
+            " on the two sides, so its rows (marked *) mix the variant with a new upstream "
+            "policy: the difference is not the variant's alone")
     return {"rev_a": rev_a, "rev_b": rev_b, "alpha": alpha, "test": test, "reason": reason,
+            "upstream": ("the same upstream policies on both sides for every compared policy"
+                         if not confounded and up_a and up_b else
+                         "upstream policies differ for " + ", ".join(confounded) if confounded
+                         else "upstream policies unknown (no dvc.lock on a side)"),
             "adjust": adjust, "family": family,
             "family_shown": sum(r["p_adj"] is not None for r in shown),
             "policies": sorted(policies) if policies else None, "warnings": warnings,
@@ -490,7 +548,8 @@ def _cells(r: dict) -> list[str]:
     from .compare import fmt_ci, fmt_p  # pandas and the stats: only when a table is printed
 
     ci = "-" if r["ci_low"] is None else fmt_ci(None, r["ci_low"], r["ci_high"], "+.3f")
-    return [r["policy"], r["metric"], f"{r['mean_a']:.3f}", f"{r['mean_b']:.3f}",
+    mark = "*" if r.get("upstream_differs") else ""
+    return [r["policy"] + mark, r["metric"], f"{r['mean_a']:.3f}", f"{r['mean_b']:.3f}",
             f"{r['n_a']}/{r['n_b']}", f"{r['diff']:+.3f}", ci, fmt_p(r["p"], 2, "-"),
             fmt_p(r["p_adj"], 2, "-"), r["verdict"]]
 
@@ -524,7 +583,8 @@ def render(report: dict, fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(report, indent=2) + "\n"
     labels = [report["rev_a"], report["rev_b"]]
-    header = [f"test: {report['test']} ({report['reason']})", multiplicity(report)]
+    header = [f"test: {report['test']} ({report['reason']})",
+              f"upstream: {report['upstream']}", multiplicity(report)]
     if fmt == "text" and labels != [_short(label) for label in labels]:
         header.append("columns: " + ", ".join(f"{_short(x)} is {x}" for x in labels
                                               if _short(x) != x))
@@ -533,7 +593,7 @@ def render(report: dict, fmt: str = "text") -> str:
             "p", "adj. p", "verdict"]
     table = [head] + [_cells(r) for r in report["rows"]]
     if fmt == "md":
-        lines = [_md(header[0]), "", _md(header[1])]  # a blank line: two paragraphs
+        lines = [_md(header[0]), "", _md(header[1]), "", _md(header[2])]  # paragraphs
         lines += [f"\n> **{_md(w)}**" for w in report["warnings"]]
         lines += [f"\n> {_md(n)}" for n in report["notes"]] + [""]
         from .compare import md_table  # pandas and the stats: only when a table is printed
