@@ -37,7 +37,8 @@ RESTORE = ("params.yaml now differs from git's HEAD (`dvc exp run -S` writes its
 
 def changed_keys(params: dict) -> list[str]:
     """The leaf keys of params.yaml that differ from git's HEAD ([] outside git)."""
-    head = subprocess.run(["git", "show", "HEAD:params.yaml"], capture_output=True, text=True)
+    head = subprocess.run(["git", "show", "HEAD:params.yaml"], capture_output=True, text=True,
+                          check=False)
     if head.returncode:
         return []
     def flat(d, prefix=""):

@@ -3,6 +3,7 @@ the generator derives code deps and params as documented."""
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -63,15 +64,17 @@ def test_the_early_checkpoint_is_an_out_and_a_policy_only_when_early_step_is_set
     assert "evaluate_sft_early" in yaml.safe_load(experiment.generate(params))["stages"]
 
 
-def test_code_deps_are_the_import_closure_with_whole_packages_as_directories():
+def test_code_deps_are_the_import_closure_file_by_file():
+    """Never a folder: an edit re-runs only the stages that run the file."""
     problems = code_deps("problems")
-    assert "src/countdown_rlvr/task" in problems  # every file of the package: the directory
-    assert not any(d.startswith("src/countdown_rlvr/task/") for d in problems)
+    assert "src/countdown_rlvr/task/generate.py" in problems
+    assert not any(Path(ROOT, d).is_dir() for d in problems)
     rloo = code_deps("rloo")
     assert "src/countdown_rlvr/train/rloo.py" in rloo and "src/countdown_rlvr/train" not in rloo
     assert "src/countdown_rlvr/analysis/compare.py" not in rloo
+    assert "src/countdown_rlvr/task/generate.py" not in rloo  # task/__init__ does not import it
     check = next(s for s in STAGES if s.name == "check_params")
-    assert experiment.deps(check)[1:] == [experiment.Out("src/countdown_rlvr")]
+    assert "src/countdown_rlvr" not in [o.path for o in experiment.deps(check)]
 
 
 def _params(**sections) -> dict:

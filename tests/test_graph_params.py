@@ -98,7 +98,7 @@ def test_a_refused_workspace_value_says_how_to_restore_params_yaml(tmp_path):
     p["rloo"]["reward"] = "shapd"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
     proc = subprocess.run(["python", str(ROOT / "stages/check_params.py")], cwd=tmp_path,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 1
     assert "`rloo.reward` is 'shapd'" in proc.stderr
     assert "git checkout -- params.yaml" in proc.stderr

@@ -36,8 +36,8 @@ def not_trained(model_dir: str | Path) -> str | None:
     """Why the policy in `model_dir` is not worth sampling, or None.
 
     A training stage that had no examples saves its input policy unchanged, marked as such
-    (`model.untrained.untrained(..., same_as_source=True)`: e.g. distill_first@F1-1 without a
-    successful repair saves data/models/distill_F1/r1 with a NOT_TRAINED.json). Sampling that
+    (`model.untrained.untrained(..., same_as_source=True)`: e.g. a distill stage of condition
+    F1 without a successful repair saves data/models/distill_F1/r<seed> with a NOT_TRAINED.json). Sampling that
     copy would only reproduce its source's numbers at the cost of a full evaluation.
     """
     path = Path(model_dir) / NOT_TRAINED
