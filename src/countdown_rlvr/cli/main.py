@@ -3,6 +3,7 @@
     countdown-rlvr diff A [B] [--policy NAME ...] [--all] [--alpha 0.05] [--adjust holm|none]
                         [--format text|md|json]      # B: the workspace when left out
     countdown-rlvr dag [--mermaid] [--write]          # the stage map (docs/dag.md)
+    countdown-rlvr verify-outputs                     # re-hash outputs and cache against dvc.lock
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from __future__ import annotations
 import argparse
 
 from countdown_rlvr.analysis import branch_diff
-from countdown_rlvr.cli import stage_map
+from countdown_rlvr.cli import stage_map, verify_outputs
 
 DESCRIPTION = """\
 Commands for a run of the countdown-rlvr pipeline (`dvc repro` runs the pipeline itself):
-compare two revisions' results with intervals that know the training noise, and map the
-stage graph."""
+compare two revisions' results with intervals that know the training noise, map the
+stage graph, and check every output's bytes against dvc.lock."""
 
 # one example per command, shown under `countdown-rlvr --help` and under the command's own
 EXAMPLES = {
@@ -24,6 +25,9 @@ EXAMPLES = {
               "      and a verdict for each policy and headline metric")),
     "dag": ("countdown-rlvr dag",
             "each stage and arm in run order, and what it waits for"),
+    "verify-outputs": ("countdown-rlvr verify-outputs",
+                       ("every output in the workspace and every cache object, re-read and\n"
+                        "      re-hashed: one line per mismatch with dvc.lock, exit 1 if any")),
 }
 
 
@@ -50,6 +54,13 @@ def parser() -> argparse.ArgumentParser:
                          epilog=_example("dag"))
     stage_map.add_arguments(dag)
     dag.set_defaults(run=stage_map.run)
+    verify = sub.add_parser("verify-outputs", help="re-hash every output and cache object, "
+                            "trusting no stored hash; list what differs from dvc.lock",
+                            formatter_class=raw,
+                            description=verify_outputs.__doc__.split("\n\n")[0],
+                            epilog=_example("verify-outputs"))
+    verify_outputs.add_arguments(verify)
+    verify.set_defaults(run=verify_outputs.run)
     return ap
 
 
