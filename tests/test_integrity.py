@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from countdown_rlvr.cli import main as cli
+from countdown_rlvr.cli import verify_outputs
 
 # one stage: a cached file out, a cached directory out, a `cache: false` directory out (like
 # reports/ and dvclive/); shell only, so it runs in a second
@@ -104,8 +105,9 @@ def test_a_flipped_cache_object_is_found_and_kept(repo, capsys):
         line = mismatch(lines, "cache", str(obj.relative_to(repo)))
         assert f"(of {out})" in line and f"dvc.lock: {md5[out]}" in line
         assert "now: missing" not in line and obj.exists()  # only read: DVC's check() deletes it
-    assert len(lines) == 3 and lines[-1].endswith("2 do not match dvc.lock (0 in the "
-                                                  "workspace, 2 in the cache)")
+    assert lines[2].endswith("2 do not match dvc.lock (0 in the workspace, 2 in the cache; "
+                             "0 of them missing)")
+    assert lines[3:] == verify_outputs.FIX
 
 
 def test_a_flipped_workspace_file_is_found_though_dvc_status_is_clean(repo, capsys):
@@ -121,7 +123,7 @@ def test_a_flipped_workspace_file_is_found_though_dvc_status_is_clean(repo, caps
         assert f"dvc.lock: {md5[out]}" in line and "now: missing" not in line
     # `cache: false`: no manifest in the cache, so the directory as a whole
     assert f"dvc.lock: {md5['r']}" in mismatch(lines, "workspace", "r")
-    assert len(lines) == 4 and lines[-1].endswith("(3 in the workspace, 0 in the cache)")
+    assert lines[3].endswith("(3 in the workspace, 0 in the cache; 0 of them missing)")
 
 
 def test_a_missing_and_an_extra_file_are_named(repo, capsys):
@@ -134,4 +136,16 @@ def test_a_missing_and_an_extra_file_are_named(repo, capsys):
     assert mismatch(lines, "workspace", "f.txt").endswith(f"dvc.lock: {md5['f.txt']}  now: missing")
     assert mismatch(lines, "workspace", "d/a.txt").endswith("now: missing")
     assert "dvc.lock: (not listed)" in mismatch(lines, "workspace", "d/new.txt")
-    assert len(lines) == 4
+    assert lines[3].endswith("(3 in the workspace, 0 in the cache; 2 of them missing)")
+
+
+def test_a_flipped_manifest_is_found_and_not_read(repo, capsys):
+    md5 = locked(repo)
+    flip(cache_object(repo, md5["d"]))  # `[` -> `Z`: no longer JSON, and not its md5
+    code, lines = verify(capsys)
+    assert code == 1
+    line = mismatch(lines, "cache", str(cache_object(repo, md5["d"]).relative_to(repo)))
+    assert f"(of d)  dvc.lock: {md5['d']}" in line
+    # the files it lists are not looked up through it; the workspace still matches dvc.lock
+    assert lines[1].startswith(f"checked {OUTS} outputs ({FILES} files) in the workspace and "
+                               f"{OBJECTS - 2} cache objects: 1 does not match")

@@ -35,6 +35,17 @@ MISSING = "missing"  # "now" of a file or object that is not there
 UNLISTED = "(not listed)"  # "dvc.lock" of a file in a directory out that its manifest lacks
 
 
+# what to do, checked on a DVC repo: `dvc checkout --force` leaves a file changed with its mtime
+# kept (DVC's state still trusts it), deleting it first makes checkout copy it back; `dvc commit`
+# re-caches a deleted object from its workspace file, trusting that file's state entry too
+FIX = [("fix: a workspace file: delete it, then `dvc checkout <path>` (`git checkout` for a "
+        "`cache: false` out);"),
+       "     `dvc checkout --force` alone leaves it, as DVC trusts its kept mtime",
+       ("     a cache object: delete it, then `dvc commit --force <stage>` if its workspace file "
+        "matches,"),
+       "     else `dvc pull <path>` or `dvc repro --force <stage>` (docs/running.md#check-every-byte)"]
+
+
 class VerifyError(Exception):
     """A problem the user can fix: printed as one line (no traceback), exit code 2."""
 
@@ -56,6 +67,8 @@ class Mismatch:
 
 @dataclass
 class Report:
+    """What one check found, and how much it read (the summary line says both)."""
+
     mismatches: list[Mismatch] = field(default_factory=list)
     outs: int = 0  # outs checked in the workspace
     files: int = 0  # files hashed in the workspace
@@ -69,8 +82,10 @@ class Report:
         if not self.mismatches:
             return f"{checked}: all match dvc.lock"
         n = {w: sum(m.where == w for m in self.mismatches) for w in ("workspace", "cache")}
-        return (f"{checked}: {len(self.mismatches)} do not match dvc.lock ({n['workspace']} in "
-                f"the workspace, {n['cache']} in the cache)")
+        missing = sum(m.now == MISSING for m in self.mismatches)
+        verb = "does" if len(self.mismatches) == 1 else "do"
+        return (f"{checked}: {len(self.mismatches)} {verb} not match dvc.lock ({n['workspace']} in "
+                f"the workspace, {n['cache']} in the cache; {missing} of them missing)")
 
 
 def untrusting(repo: Repo) -> None:
@@ -199,7 +214,7 @@ def render(report: Report) -> str:
         lines.append(f"note: {len(report.unlocked)} output{'s' * (len(report.unlocked) != 1)} "
                      "not checked, their stages are not in dvc.lock: "
                      + ", ".join(report.unlocked))
-    return "\n".join([*lines, report.summary()]) + "\n"
+    return "\n".join([*lines, report.summary(), *(FIX if report.mismatches else [])]) + "\n"
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
