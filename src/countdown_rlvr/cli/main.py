@@ -4,6 +4,7 @@
                         [--format text|md|json]      # B: the workspace when left out
     countdown-rlvr dag [--mermaid] [--write]          # the stage map (docs/dag.md)
     countdown-rlvr cost -S KEY=VALUE [--file PATH]    # what a variant re-runs, and its minutes
+    countdown-rlvr verify-outputs                     # re-hash outputs and cache against dvc.lock
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from __future__ import annotations
 import argparse
 
 from countdown_rlvr.analysis import branch_diff
-from countdown_rlvr.cli import cost, stage_map
+from countdown_rlvr.cli import cost, stage_map, verify_outputs
 
 DESCRIPTION = """\
 Commands for a run of the countdown-rlvr pipeline (`dvc repro` runs the pipeline itself):
 compare two revisions' results with intervals that know the training noise, map the
-stage graph, and say what a variant re-runs before it runs."""
+stage graph, say what a variant re-runs before it runs, and check every output's bytes
+against dvc.lock."""
 
 # one example per command, shown under `countdown-rlvr --help` and under the command's own
 EXAMPLES = {
@@ -27,6 +29,9 @@ EXAMPLES = {
             "each stage and arm in run order, and what it waits for"),
     "cost": ("countdown-rlvr cost -S rloo.lr=5e-5",
              "the stages `dvc exp run -S rloo.lr=5e-5` re-runs here, and their minutes"),
+    "verify-outputs": ("countdown-rlvr verify-outputs",
+                       ("every output in the workspace and every cache object, re-read and\n"
+                        "      re-hashed: one line per mismatch with dvc.lock, exit 1 if any")),
 }
 
 
@@ -58,6 +63,13 @@ def parser() -> argparse.ArgumentParser:
                          description=cost.__doc__.split("\n\n")[0], epilog=_example("cost"))
     cost.add_arguments(cst)
     cst.set_defaults(run=cost.run)
+    verify = sub.add_parser("verify-outputs", help="re-hash every output and cache object, "
+                            "trusting no stored hash; list what differs from dvc.lock",
+                            formatter_class=raw,
+                            description=verify_outputs.__doc__.split("\n\n")[0],
+                            epilog=_example("verify-outputs"))
+    verify_outputs.add_arguments(verify)
+    verify.set_defaults(run=verify_outputs.run)
     return ap
 
 
