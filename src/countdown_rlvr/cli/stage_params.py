@@ -307,7 +307,7 @@ def _int_relations(params: dict) -> list[str]:
     return []
 
 
-def rl_pools(params: dict, ok: Callable[..., bool]) -> Iterator[tuple[str, str, str, int]]:
+def _rl_pools(params: dict, ok: Callable[..., bool]) -> Iterator[tuple[str, str, str, int]]:
     """(section, its base section or "", where its problems come from, how many there are at
     most) for every RL run params.yaml configures: each arm of core.arms (the first
     `n_problems` train problems), the teacher's RL phase when it runs (the same), and
@@ -337,7 +337,7 @@ def _pool_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
         return f"{where}.{key}", C.at(params, f"{where}.{key}")
 
     out = []
-    for section, base, source, size in rl_pools(params, ok):
+    for section, base, source, size in _rl_pools(params, ok):
         k_key, k = value(section, base, "prompts_per_step")
         # int trains on its unsolved problems: it reads no n_problems of int.rloo's
         n_key, n = value(section, base, "n_problems") if section != "int.rloo" else ("", None)

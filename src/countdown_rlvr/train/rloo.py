@@ -569,8 +569,9 @@ def train_rloo(model, tok, problems: list[dict], cfg: RL, *, ref_model=None, tea
                                                     prompt_style, teacher is not None, first_tier)
         except RuntimeError as exc:  # a policy the last update broke fails in the sampler
             if step and (what := broken_policy(policy, tok, chosen[0], prompt_style)):
+                first = (str(exc).splitlines() or [""])[0]  # the stop stays one line
                 raise runtime.diverged(section, step, cfg, f"after its update {what}; "
-                                       f"sampling failed: {exc}") from exc
+                                       f"sampling failed: {first}") from exc
             raise
         gen_s, tu, gen_tokens = gen_s + time.time() - tg, time.time(), gen_tokens + n_tokens
         still += not update(accelerator, model, optimizer, ro, adv, ref_model, teacher, cfg, sums)
