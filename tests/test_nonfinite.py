@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import config_of
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_ipo import CFG as IPO_CFG
 from test_ipo import PAIRS
@@ -54,11 +54,12 @@ def one_line(err) -> str:
 # --------------------------------------------------------------------------- the check
 finite = st.floats(allow_nan=False, allow_infinity=False)
 broken = st.sampled_from([math.nan, math.inf, -math.inf])
+CLIPPED = sft_cfg(lr=1e9, grad_clip=1.0)  # built once: reading params.yaml per example is slow
 
 
 @given(loss=finite, grad_norm=st.none() | finite, step=st.integers(1, 10**6))
 def test_finite_values_pass(loss, grad_norm, step):
-    runtime.check_finite("sft", step, sft_cfg(), loss=loss, grad_norm=grad_norm)
+    runtime.check_finite("sft", step, CLIPPED, loss=loss, grad_norm=grad_norm)
 
 
 @given(bad=broken, other=st.none() | finite, which=st.sampled_from(["loss", "grad_norm"]),
@@ -66,9 +67,8 @@ def test_finite_values_pass(loss, grad_norm, step):
 def test_a_nan_or_inf_loss_or_grad_norm_stops_with_one_line_naming_the_keys(
         bad, other, which, step, section):
     values = {"loss": other, "grad_norm": other, which: bad}
-    cfg = sft_cfg(lr=1e9, grad_clip=1.0)
     with pytest.raises(runtime.NonFinite) as err:
-        runtime.check_finite(section, step, cfg, **values)
+        runtime.check_finite(section, step, CLIPPED, **values)
     text = one_line(err)
     assert text.startswith(f"[{section}] error: step {step}: training diverged ({which} is {bad}")
     assert f"lower {section}.lr (1e+09) or check {section}.grad_clip (1)" in text
@@ -181,6 +181,7 @@ def test_details_are_strict_json_and_a_nan_is_refused_naming_its_key(tmp_path):
     assert not (tmp_path / "bad.json").exists()  # nothing half-written
 
 
+@settings(max_examples=40, deadline=None)  # a file per example: disk time varies
 @given(st.recursive(st.none() | st.booleans() | st.integers() | finite | st.text(),
                     lambda kids: st.lists(kids) | st.dictionaries(st.text(), kids),
                     max_leaves=20))
