@@ -88,7 +88,7 @@ def main(argv: list[str]) -> None:
     problems = distilled_problems(repairs, cond)[:cfg.skill_problems]
     print(f"[{name}] {len(examples)} distinct successful repairs -> no-feedback SFT", flush=True)
     model, tok = init_policy("distill", policy, cfg)
-    fit_sft(name, model, tok, examples, cfg, out, {**info, "trained": True})
+    fit_sft(name, model, tok, examples, cfg, out, {**info, "trained": True}, section="distill")
     if not is_main_process():
         return
     print(f"[{name}] skill check: SFT and distilled policy on {len(problems)} problems of the "

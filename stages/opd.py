@@ -68,7 +68,7 @@ def main(argv: list[str]) -> None:
     model, tok = init_policy(stage, init, cfg)
     teacher = load_teacher(stage, tok)
     ref = frozen_copy(init) if cfg.kl_coef > 0 else None
-    fit_rl_and_save(run_name(stage, r), model, tok, problems, cfg, out, ref_model=ref,
+    fit_rl_and_save(run_name(stage, r), model, tok, problems, cfg, out, ref_model=ref, section=stage,
                     teacher=teacher, prompt_style=style, extra_metrics={
                         "init": init, "teacher": TEACHER, "replicate": r, "adapter": cfg.adapter,
                         "distill_coef": cfg.distill_coef, "rl_coef": cfg.rl_coef,

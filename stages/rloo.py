@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
     model, tok = init_policy(stage, init, cfg)
     ref = frozen_copy(init) if cfg.kl_coef > 0 else None
     fit_rl_and_save(run_name(stage, r), model, tok, problems, cfg, model_dir(stage, r),
-                    ref_model=ref, prompt_style=style,
+                    ref_model=ref, prompt_style=style, section=stage,
                     extra_metrics={"init": init, "adapter": cfg.adapter,
                                    "curriculum": cfg.curriculum, "kl_coef": cfg.kl_coef,
                                    "replicate": r})

@@ -99,20 +99,21 @@ def main() -> None:
         model = pretrain(model, tok, pre_cfg, stats=stats)
         details["pretrain"], phases = pretrain_summary(stats), {"pretrain": stats["seconds"]}
     if rl_cfg is None:
-        fit_sft("teacher", model, tok, examples, cfg, OUT, details, phases=phases)
+        fit_sft("teacher", model, tok, examples, cfg, OUT, details, phases=phases,
+                section="teacher")
         return
     problems = first_problems("teacher", TRAIN, rl_cfg.n_problems)
     style, phases = prompt_style("teacher", params), phases or {}
 
     def train(live, stats):
         """The trace training, then RLOO from its policy (KL to that policy), one curve."""
-        trained = train_sft(model, tok, examples, cfg, live, stats)
+        trained = train_sft(model, tok, examples, cfg, live, stats, section="teacher")
         print(f"[teacher] teacher.rl: {rl_cfg.steps} RLOO steps, reward {rl_cfg.reward}",
               flush=True)
         ref = copy.deepcopy(trained) if rl_cfg.kl_coef > 0 else None
         t, rl_stats = time.time(), {}
         trained = train_rloo(trained, tok, problems, rl_cfg, ref_model=ref, prompt_style=style,
-                             live=live and RLCurves(live), stats=rl_stats)
+                             live=live and RLCurves(live), stats=rl_stats, section="teacher.rl")
         phases["rl"] = round(time.time() - t, 2)  # after the run: the timing's part of it
         details["rl"] = {"reward": rl_cfg.reward, **{
             k: round(v, 6) if isinstance(v, float) else v

@@ -396,7 +396,7 @@ def test_every_section_refuses_a_key_its_class_lacks():
         bad["int.rloo.sampler.top"]
     # a mapping where a value is due, and a value where a mapping is due
     assert bad_values({"rloo": {"lr": {"a": 1}, "sampler": 3}}) == {
-        "rloo.lr": "`rloo.lr` is {'a': 1}; allowed: a number > 0",
+        "rloo.lr": "`rloo.lr` is {'a': 1}; allowed: a number > 0 and <= 1",
         "rloo.sampler": "`rloo.sampler` is 3; allowed: a mapping of params"}
 
 

@@ -64,6 +64,19 @@ def committed_run(tmp_path_factory) -> Pipeline:
     return pipe
 
 
+def test_every_json_the_run_writes_is_strict_json(committed_run):
+    """reports/ (details, timings, metrics) and dvclive's metrics.json: no NaN or Infinity,
+    which Python's json writes by default and strict readers refuse (issue 57)."""
+    def refuse(name: str):
+        raise ValueError(f"{name} is not JSON")
+
+    written = [*(committed_run.path / "reports").rglob("*.json"),
+               *(committed_run.path / "dvclive").rglob("*.json")]
+    assert any("reports/details/rloo/" in p.as_posix() for p in written)
+    for path in written:
+        json.loads(path.read_text(), parse_constant=refuse)
+
+
 def copy_of(pipe: Pipeline, dest: Path) -> Pipeline:
     shutil.copytree(pipe.path, dest, symlinks=True)
     return Pipeline(dest)

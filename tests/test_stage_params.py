@@ -20,6 +20,7 @@ from dvc.repo import Repo
 from ruamel.yaml import YAML
 
 from countdown_rlvr.cli.stage_params import ARMS, check_all, leaves, resolved_keys
+from countdown_rlvr.core import config as C
 from countdown_rlvr.core import io
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,7 +196,7 @@ def test_a_refused_value_is_listed_not_tripped_over():
         "`evaluate.n` is 'x'; allowed: an integer >= 1",
         ("`rloo.sampler.temp` is not a param this pipeline reads; check the spelling (known in "
          "`rloo.sampler`: temperature, top_p, top_k, max_new_tokens)"),
-        "`sft.lr` is 0; allowed: a number > 0"]
+        "`sft.lr` is 0; allowed: a number > 0 and <= 1"]
 
 
 def test_the_check_params_stage_shows_every_problem_and_writes_nothing(tmp_path):
@@ -361,3 +362,58 @@ def test_in_a_clone_without_the_cache_the_status_filter_shows_code_and_params_ch
         "report"}
     assert "modified:           stages/report.py" in out and "rloo.reward" in out
     assert "deleted" not in out and "not in cache" not in out
+
+
+def test_a_learning_rate_above_1_is_refused_in_every_section_that_has_one():
+    """`sft.lr: 1e9` (a typo of 1e-9) passed the check and trained to nan (issue 57): every lr
+    key params.yaml has, the arms' and the nested blocks' included, is now bounded by 1."""
+    params = io.read_params(ROOT / "params.yaml")
+    params["teacher"]["rl"]["lr"] = 1e-3  # the nested blocks' overrides, set to be checked
+    params["int"]["rloo"]["lr"] = 1e-3
+    keys = [k for k in C.leaves(params) if k.rsplit(".", 1)[-1] == "lr"]
+    assert {"sft.lr", "rloo.lr", "opd.lr", "ipo.lr", "base.lr", "teacher.lr", "distill.lr",
+            "int.sft.lr", "int.rloo.lr", "teacher.rl.lr"} <= set(keys)
+
+    def edit(p):
+        for key in keys:
+            *parents, last = key.split(".")
+            block = p
+            for part in parents:
+                block = block[part]
+            block[last] = 1e9
+    edit(params)
+    with pytest.raises(io.StageError) as err:
+        check_all(params)
+    for key in keys:
+        assert f"`{key}` is 1000000000.0; allowed: a number > 0 and <= 1" in str(err.value.code)
+    params["sft"]["lr"] = 1.0  # the bound itself is allowed
+    assert "`sft.lr`" not in str(pytest.raises(io.StageError, check_all, params).value.code)
+
+
+def test_rloo_prompts_per_step_may_not_exceed_the_problems_it_draws_from():
+    n = io.read_params(ROOT / "params.yaml")["problems"]["n_train"]
+    assert _problems(lambda p: p["rloo"].update(prompts_per_step=100000)) == [
+        (f"`rloo.prompts_per_step` (100000) exceeds the {n} problems its steps draw from "
+        "(`problems.n_train`): a step would repeat problems; lower rloo.prompts_per_step to "
+        f"at most {n}, or raise problems.n_train")]
+    # an arm's own value is named as the arm's; a pool cut by n_problems is the bound
+    problems = _problems(lambda p: p["rloo_shaped"].update(n_problems=50, prompts_per_step=64))
+    assert problems == [
+        ("`rloo_shaped.prompts_per_step` (64) exceeds the 50 problems its steps draw from "
+        "(`rloo_shaped.n_problems`): a step would repeat problems; lower "
+        "rloo_shaped.prompts_per_step to at most 50, or raise rloo_shaped.n_problems")]
+    assert _problems(lambda p: p["opd"].update(n_problems=n + 1)) == [
+        (f"`opd.n_problems` ({n + 1}) exceeds `problems.n_train` ({n}), the problems it takes "
+        "the first N of; lower opd.n_problems or raise problems.n_train")]
+
+
+def test_int_and_teacher_rl_prompts_are_bounded_by_their_own_pools():
+    def edit(params):
+        params["int"]["rloo"]["prompts_per_step"] = params["int"]["n_problems"] + 1
+        params["teacher"]["rl"]["prompts_per_step"] = 100000
+
+    problems = _problems(edit)
+    assert len(problems) == 2
+    assert problems[0].startswith("`teacher.rl.prompts_per_step` (100000) exceeds the ")
+    assert problems[1].startswith("`int.rloo.prompts_per_step` (")
+    assert "(`int.n_problems`): a step would repeat problems" in problems[1]

@@ -258,6 +258,8 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
         out += _distill_relations(params)
     if ok("problems", "int"):
         out += _int_relations(params)
+    if ok("problems"):
+        out += _pool_relations(params, ok)
     out += _init_relations(params, ok)
     return out
 
@@ -306,6 +308,53 @@ def _int_relations(params: dict) -> list[str]:
         return [(f"`int.n_problems` ({n}) exceeds `problems.n_unseen` ({pool}), the pool the "
                  "int stage samples; raise problems.n_unseen or lower int.n_problems")]
     return []
+
+
+def _rl_pools(params: dict, ok: Callable[..., bool]) -> Iterator[tuple[str, str, str, int]]:
+    """(section, its base section or "", where its problems come from, how many there are at
+    most) for every RL run params.yaml configures: each arm of core.arms (the first
+    `n_problems` train problems), the teacher's RL phase when it runs (the same), and
+    int.rloo (the unsolved ones among the first int.n_problems unseen problems: at most
+    that many). Sections with a problem of their own (not `ok`) are left out."""
+    n_train = C.at(params, "problems.n_train")
+    if not isinstance(n_train, int):
+        return
+    for a in A.ARMS:
+        if ok(a.name, a.script):
+            yield a.name, a.inherits or "", "problems.n_train", n_train
+    if ok("teacher", "rloo") and C.at(params, "teacher.base") == "tiny" \
+            and isinstance(C.at(params, "teacher.rl"), dict):
+        yield "teacher.rl", "rloo", "problems.n_train", n_train
+    n_int = C.at(params, "int.n_problems")
+    if ok("int", "rloo") and isinstance(n_int, int):
+        yield "int.rloo", "rloo", "int.n_problems", n_int
+
+
+def _pool_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
+    """An RL run draws `prompts_per_step` distinct problems a step from a pool of at most
+    `n_problems` (null: all) of its source: more prompts than the pool repeat problems within
+    one step (100000 passed the value rule and asked for a batch no machine holds), and an
+    `n_problems` above the source silently trains on fewer problems than the params say."""
+    def value(section: str, base: str, key: str) -> tuple[str, Any]:
+        where = section if not base or C.has(params, f"{section}.{key}") else base
+        return f"{where}.{key}", C.at(params, f"{where}.{key}")
+
+    out = []
+    for section, base, source, size in _rl_pools(params, ok):
+        k_key, k = value(section, base, "prompts_per_step")
+        # int trains on its unsolved problems: it reads no n_problems of int.rloo's
+        n_key, n = value(section, base, "n_problems") if section != "int.rloo" else ("", None)
+        if isinstance(n, int) and n > size:
+            out.append(f"`{n_key}` ({n}) exceeds `{source}` ({size}), the problems it takes "
+                       f"the first N of; lower {n_key} or raise {source}")
+            continue
+        pool, what = (n, f"`{n_key}`") if isinstance(n, int) and n < size else \
+            (size, f"`{source}`")
+        if isinstance(k, int) and k > pool:
+            out.append(f"`{k_key}` ({k}) exceeds the {pool} problems its steps draw from "
+                       f"({what}): a step would repeat problems; lower {k_key} to at most "
+                       f"{pool}, or raise {what.strip('`')}")
+    return out
 
 
 def _evaluate_relations(params: dict, ok: Callable[..., bool]) -> list[str]:

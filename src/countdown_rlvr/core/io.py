@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
@@ -104,7 +105,24 @@ def write_text(dest: str | Path, text: str) -> None:
 
 
 def write_json(dest: str | Path, obj: Any) -> None:
-    write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    """`obj` as strict JSON: a nan / inf (which json.dumps would write as NaN, not JSON, that
+    strict readers refuse) is a ValueError naming the file and the key, nothing written."""
+    try:
+        text = json.dumps(obj, indent=2, sort_keys=True, default=_jsonable, allow_nan=False)
+    except ValueError as exc:
+        where = ", ".join(_non_finite(obj)) or "a value"
+        raise ValueError(f"{dest}: {where} is nan or inf, which JSON cannot hold ({exc}); "
+                         "the stage measured a broken number: fix its cause") from exc
+    write_text(dest, text + "\n")
+
+
+def _non_finite(obj: Any, path: str = "") -> list[str]:
+    """The dotted keys of `obj` (nested dicts / lists) holding a nan / inf float."""
+    if isinstance(obj, float):
+        return [] if math.isfinite(obj) else [path or "the value"]
+    items = obj.items() if isinstance(obj, dict) else \
+        enumerate(obj) if isinstance(obj, list | tuple) else ()
+    return [k for key, v in items for k in _non_finite(v, f"{path}.{key}" if path else str(key))]
 
 
 def write_jsonl(dest: str | Path, rows: list[dict[str, Any]]) -> None:

@@ -23,6 +23,10 @@ from .config import (
     text,
 )
 
+# a learning rate above 1 can only be a typo (1e9 for 1e-9): AdamW moves every weight by about
+# lr a step, so the run turns to nan within steps, and the params check passed it
+LearningRate = Annotated[float, number(0, strict=True, hi=1)]
+
 
 def modules(v: Any) -> str | None:
     return None if text(v) is None or list_of(text)(v) is None else \
@@ -43,7 +47,7 @@ class Adapter:
 class Optim:
     """The optimizer keys every training loop reads."""
     seed: Seed  # init of new weights, dropout, data order / sampling seeds
-    lr: Rate  # peak AdamW learning rate
+    lr: LearningRate  # peak AdamW learning rate (> 0 and <= 1)
     weight_decay: Weight  # AdamW decay, on matrices only (not norms / biases)
     grad_clip: MaybeRate  # global gradient-norm clip (null = off)
     log_every: Pos  # steps between console lines (dvclive gets every step)

@@ -312,7 +312,7 @@ def train_patch(name: str, examples: list, cfg: SFT, init: str, out: str,
         untrained(init, out, f"{run}/{name}")
         return model, tok, {"trained": False, "examples": 0}
     model, stats = fit_and_save(f"{run}/{name}", tok, out, lambda live, stats: train_sft(
-        model, tok, examples, cfg, live, stats))
+        model, tok, examples, cfg, live, stats, section="int.sft"))
     return model, tok, {"trained": True, **{k: stats[k] for k in TRAIN_SUMMARY}}
 
 
@@ -336,7 +336,7 @@ def train_rl(model, tok, problems: Sequence[dict], cfg: RL, style: str, init: st
         ref_model = frozen_copy(init) if cfg.kl_coef > 0 else None
         _, stats = fit_and_save(f"{run}/{curves}", tok, out, lambda live, stats: train_rloo(
             model, tok, problems, cfg, ref_model=ref_model, prompt_style=style, live=live,
-            stats=stats))
+            stats=stats, section="int.rloo"))
         return {"trained": True, "n_problems": len(problems), **{k: stats[k] for k in RL_SUMMARY}}
     print(f"[int] warning: no problems to run RL on; saving {init} unchanged as {out}")
     untrained(init, out, f"{run}/{curves}")

@@ -84,12 +84,13 @@ def val_margins(model, ref_model, rows: list, pad_id: int, cfg: IPO) -> dict[str
 
 
 def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=None,
-              stats: dict[str, Any] | None = None):
+              stats: dict[str, Any] | None = None, section: str = "ipo"):
     """IPO-train `model` against the frozen `ref_model`; returns the (unwrapped) trained model.
 
     pairs: rows with `prompt`, `chosen`, `rejected` (data/pairs/pairs.jsonl). live: dvclive.Live
     (main process) for per-step curves. stats: optional dict filled with a summary (steps,
-    curves' first / final values, timing).
+    curves' first / final values, timing). section: the params section of `cfg`, named when a
+    nan / inf loss or grad norm stops the run (`runtime.check_finite`).
     """
     if not pairs:
         raise ValueError("no preference pairs")
@@ -127,7 +128,10 @@ def train_ipo(model, ref_model, tokenizer, pairs: list[dict], cfg: IPO, live=Non
                 torch.tensor(len(lp), device=lp.device), batch["attention_mask"].sum()]).float())
         seen += int(counts[-1])
         row = dict(zip(CURVES, (counts[:-2] / counts[-2]).tolist()))
-        log.step({**row, "lr": loop.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm)},
+        row.update(lr=loop.scheduler.get_last_lr()[0], grad_norm=float(grad_norm))
+        runtime.check_finite(section, step, cfg, loss=row["loss"],
+                             grad_norm=row["grad_norm"] if cfg.grad_clip else None)
+        log.step(row,
                  (*CURVES, "lr", "grad_norm"), lambda r: {
                      "loss": f"{r['loss']:.3f}", "margin": f"{r['margin']:.3f}",
                      "acc": f"{r['pref_acc']:.2f}"})

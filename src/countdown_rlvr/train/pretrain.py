@@ -28,7 +28,7 @@ def pretrain(model, tok, cfg: Base, live=None, stats: dict[str, Any] | None = No
     """`model` (all parameters) trained on cfg's corpus with cfg's loop keys (lr, max_steps,
     batch_size, max_len, pack, ...); returns the trained model. live / stats: as train_sft
     (live None: progress on the console only)."""
-    return train_sft(model, tok, pretraining_examples(cfg), cfg, live, stats)
+    return train_sft(model, tok, pretraining_examples(cfg), cfg, live, stats, section="base")
 
 
 def fit_pretrain(stage: str, model, tok, cfg: Base, out_dir: str | Path,

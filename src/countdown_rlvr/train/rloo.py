@@ -393,6 +393,13 @@ def step_rollouts(policy, tok, chosen: list[dict], cfg: RLRun, step: int, accele
     return ro, group_sums(rewards, correct, adv.cpu(), ro.mask.cpu(), easy), adv, n_tokens
 
 
+def broken_policy(policy, tok, problem: dict, prompt_style: str) -> str | None:
+    """`runtime.nonfinite_policy` of `policy` on `problem`'s prompt, as the sampler sees it."""
+    ids = tok(render_prompts(tok, [solve_prompt(problem["numbers"], problem["target"],
+                                                prompt_style)]), return_tensors="pt").input_ids
+    return runtime.nonfinite_policy(policy, ids)
+
+
 def has_signal(accelerator, adv: torch.Tensor, teacher, cfg: RLRun) -> bool:
     """Whether the step has a reason to move the policy: a group whose rollouts differ in
     reward (a non-zero advantage, on any process), or a teacher to distill from. With
@@ -523,7 +530,8 @@ def done_line(kind: str, summary: dict[str, Any], seconds: float, gen_s: float) 
 
 
 def train_rloo(model, tok, problems: list[dict], cfg: RLRun, *, ref_model=None, teacher=None,
-               prompt_style: str = "tiny", live=None, stats: dict[str, Any] | None = None):
+               prompt_style: str = "tiny", live=None, stats: dict[str, Any] | None = None,
+               section: str = "rloo"):
     """RLOO on `problems` (dicts with `numbers` and `target`); OPD when `teacher` is given.
 
     model: the policy to train (full model or peft adapter); ref_model: frozen reference for the
@@ -531,6 +539,8 @@ def train_rloo(model, tok, problems: list[dict], cfg: RLRun, *, ref_model=None, 
     (its logits are cut to the shared vocabulary; cfg is then an OPD config). live:
     dvclive.Live (main process) for `train/<diagnostic>` curves. stats: filled with first /
     final (mean over the first / last 10% of steps) of every diagnostic, steps, seconds.
+    section: the params section of `cfg` (`rloo`, an arm's, `int.rloo`, `teacher.rl`), named
+    when a nan / inf loss or grad norm stops the run (`runtime.check_finite`).
     Returns the trained (unwrapped) model in eval mode.
     """
     check_run(problems, cfg, ref_model)
@@ -556,12 +566,21 @@ def train_rloo(model, tok, problems: list[dict], cfg: RLRun, *, ref_model=None, 
     for step in range(cfg.steps):
         chosen = choose_problems(problems, step, cfg, curriculum)
         tg = time.time()
-        ro, sums, adv, n_tokens = step_rollouts(policy, tok, chosen, cfg, step, accelerator,
-                                                prompt_style, teacher is not None, first_tier)
+        try:
+            ro, sums, adv, n_tokens = step_rollouts(policy, tok, chosen, cfg, step, accelerator,
+                                                    prompt_style, teacher is not None, first_tier)
+        except RuntimeError as exc:  # a policy the last update broke fails in the sampler
+            if step and (what := broken_policy(policy, tok, chosen[0], prompt_style)):
+                first = (str(exc).splitlines() or [""])[0]  # the stop stays one line
+                raise runtime.diverged(section, step, cfg, f"after its update {what}; "
+                                       f"sampling failed: {first}") from exc
+            raise
         gen_s, tu, gen_tokens = gen_s + time.time() - tg, time.time(), gen_tokens + n_tokens
         still += not update(accelerator, model, optimizer, ro, adv, ref_model, teacher, cfg, sums)
         upd_s += time.time() - tu
         row = sums.means(accelerator)  # diagnostics, over every process
+        runtime.check_finite(section, step + 1, cfg, loss=row["loss"],
+                             grad_norm=row.get("grad_norm") if cfg.grad_clip else None)
         zero_groups += round(row["zero_std_frac"] * K)  # a count, for two-proportion tests
         if curriculum:
             row["tier"] = float(curriculum.level)  # the tier this step's prompts came from
@@ -608,11 +627,12 @@ def first_problems(stage: str, path: str | Path, n: int | None) -> list[dict]:
 
 def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RLRun, out_dir: str | Path,
                     *, ref_model=None, teacher=None, prompt_style: str = "tiny",
-                    extra_metrics: dict[str, Any] | None = None):
-    """train_rloo with dvclive/<stage> curves; saves to `out_dir`, writes the metrics."""
+                    extra_metrics: dict[str, Any] | None = None, section: str = "rloo"):
+    """train_rloo with dvclive/<stage> curves; saves to `out_dir`, writes the metrics.
+    section: as train_rloo (an arm's section)."""
     def train(live, stats):
         return train_rloo(model, tok, problems, cfg, ref_model=ref_model, teacher=teacher,
-                          prompt_style=prompt_style, live=live, stats=stats)
+                          prompt_style=prompt_style, live=live, stats=stats, section=section)
 
     def metrics(model, stats: dict[str, Any]) -> dict[str, Any]:
         diag = {k: (None if v is None else round(v, 6)) for k, v in stats.items()

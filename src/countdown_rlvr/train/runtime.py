@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -192,6 +193,48 @@ def optimizer_step(accelerator: Accelerator, model, loop: Loop, loss: torch.Tens
     loop.scheduler.step()
     loop.optimizer.zero_grad(set_to_none=True)
     return grad_norm
+
+
+class NonFinite(StageError):
+    """Training diverged: a loss, gradient norm or the policy is nan / inf (`check_finite`)."""
+
+
+def diverged(section: str, step: int, cfg: Optim, what: str) -> NonFinite:
+    """The one-line stop of a run that diverged at `step` (`what` went nan / inf), naming
+    the `section` keys to look at."""
+    clip = (f"set {section}.grad_clip (null: no clipping)" if cfg.grad_clip is None else
+            f"check {section}.grad_clip ({cfg.grad_clip:g})")
+    return NonFinite(section, f"step {step}: training diverged ({what}); lower {section}.lr "
+                              f"({cfg.lr:g}) or {clip}; no model was saved")
+
+
+def check_finite(section: str, step: int, cfg: Optim, **values: float | None) -> None:
+    """Stop the run at `step` when one of `values` (loss, grad_norm: numbers the loop has
+    already read off the device for its log; None = not measured, e.g. the grad norm with
+    clipping off) is nan or inf: one line naming the `section` keys to look at.
+
+    Called every step, before anything is saved: the policy after a nan step is nan, and
+    saved it passed for a trained model (its details held `"loss_final": NaN`, not JSON) until
+    the evaluation's sampler failed on it with an index error naming neither. Only reads
+    host floats: no device sync, no change to the numbers of a finite run. Every process
+    reads the same reduced values, so all stop at the same step."""
+    bad = [f"{k} is {v}" for k, v in values.items() if v is not None and not math.isfinite(v)]
+    if bad:
+        raise diverged(section, step, cfg, ", ".join(bad))
+
+
+@torch.no_grad()
+def nonfinite_policy(model, input_ids: torch.Tensor) -> str | None:
+    """What of `model` is nan / inf: a weight, or its logits on `input_ids` [1, T] (weights
+    grown huge but finite); None when neither. For a failure path only (it reads every
+    weight and runs a forward): an RL step's loss and grad norm are measured before its
+    update, and the next rollouts come first, where the sampler fails on a broken policy
+    with an index error naming neither."""
+    for name, p in model.named_parameters():
+        if not bool(torch.isfinite(p).all()):
+            return f"weight {name} is nan or inf"
+    logits = model(input_ids=input_ids.to(next(model.parameters()).device), use_cache=False).logits
+    return None if bool(torch.isfinite(logits).all()) else "the policy's logits are nan or inf"
 
 
 def stop_reason(accelerator, cfg: Supervised, step: int, total: int, t0: float) -> str | None:

@@ -9,6 +9,7 @@ shuffle are the only randomness.
 from __future__ import annotations
 
 import itertools
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,25 @@ def sft_rows(tokenizer, examples: list[tuple], cfg: SFT) -> tuple[list, int]:
     return rows, n_cut
 
 
+def _check_step(section: str, step: int, cfg: SFT, row: dict[str, float],
+                checkpoints: dict[int, str | Path] | None, accelerator) -> None:
+    """`runtime.check_finite` of one step's loss and grad norm (NaN by design when clipping is
+    off: not measured). A run that diverges saves no model: the checkpoints it saved before
+    (finite, but of a run that failed) are removed too."""
+    try:
+        runtime.check_finite(section, step, cfg, loss=row["loss"],
+                             grad_norm=row["grad_norm"] if cfg.grad_clip else None)
+    except runtime.NonFinite:
+        if accelerator.is_main_process:
+            for s, path in (checkpoints or {}).items():
+                if s < step:
+                    shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
 def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=None,
               stats: dict[str, Any] | None = None, group_by_length: bool = True,
-              checkpoints: dict[int, str | Path] | None = None):
+              checkpoints: dict[int, str | Path] | None = None, section: str = "sft"):
     """Train `model` on (prompt, completion) pairs; returns the (unwrapped) trained model.
 
     live: a dvclive.Live (main process only) for per-step curves. stats: an optional dict,
@@ -92,6 +109,8 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
     similar lengths (less padding), in random order (not with cfg.pack). checkpoints: {step:
     directory}: the policy as it is after that optimizer step, saved there (main process) as
     the final one is, so a stage can hand an earlier point of its own run to later stages.
+    section: the params section `cfg` was built from (`sft`, `base`, `int.sft`, ...), named
+    when a nan / inf loss or grad norm stops the run (`runtime.check_finite`).
     """
     if not examples:
         raise ValueError("no training examples")
@@ -124,10 +143,11 @@ def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: SFT, live=
             out.loss.detach() * out.n_tokens, out.n_tokens.float(), out.n_correct.float(),
             batch["attention_mask"].sum().float()]))
         tokens, seen = tokens + int(counts[1]), seen + int(counts[3])
-        log.step({"loss": (counts[0] / counts[1].clamp_min(1)).item(),
-                  "token_acc": (counts[2] / counts[1].clamp_min(1)).item(),
-                  "lr": loop.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm)}, CURVES,
-                 lambda r: {"loss": f"{r['loss']:.3f}", "acc": f"{r['token_acc']:.3f}"})
+        row = {"loss": (counts[0] / counts[1].clamp_min(1)).item(),
+               "token_acc": (counts[2] / counts[1].clamp_min(1)).item(),
+               "lr": loop.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm)}
+        _check_step(section, step, cfg, row, checkpoints, accelerator)
+        log.step(row, CURVES, lambda r: {"loss": f"{r['loss']:.3f}", "acc": f"{r['token_acc']:.3f}"})
         if step in (checkpoints or {}) and accelerator.is_main_process:
             save_policy_dir(accelerator.unwrap_model(model), tokenizer, checkpoints[step])
         if stop := runtime.stop_reason(accelerator, cfg, step, loop.total, log.t0):
@@ -167,12 +187,13 @@ def sft_metrics(extra: dict[str, Any] | None = None):
 def fit_sft(stage: str, model, tok, examples: list[tuple[str, str]], cfg: SFT,
             out_dir: str | Path, extra_metrics: dict[str, Any] | None = None,
             checkpoints: dict[int, str | Path] | None = None,
-            phases: dict[str, float] | None = None):
+            phases: dict[str, float] | None = None, section: str = "sft"):
     """train_sft with dvclive/<stage> curves; saves to `out_dir` (and `checkpoints`, as
     train_sft), writes the metrics. phases: seconds of the stage's earlier work (as
-    runtime.fit_and_save), e.g. the teacher's pre-training."""
+    runtime.fit_and_save), e.g. the teacher's pre-training. section: as train_sft."""
     def train(live, stats):
-        return train_sft(model, tok, examples, cfg, live, stats, checkpoints=checkpoints)
+        return train_sft(model, tok, examples, cfg, live, stats, checkpoints=checkpoints,
+                         section=section)
 
     return runtime.fit_and_save(stage, tok, out_dir, train, sft_metrics(extra_metrics),
                                 config=cfg, phases=phases)[0]
