@@ -101,7 +101,7 @@ def main() -> None:
     if rl_cfg is None:
         fit_sft("teacher", model, tok, examples, cfg, OUT, details, phases=phases)
         return
-    problems = first_problems("teacher", TRAIN, rl_cfg.n_problems)
+    problems = first_problems("teacher", TRAIN, rl_cfg.n_problems, params)
     style, phases = prompt_style("teacher", params), phases or {}
 
     def train(live, stats):
