@@ -22,9 +22,9 @@ from countdown_rlvr.core.stage_env import stage_env
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
 from countdown_rlvr.core import io
-from countdown_rlvr.core.inputs import SPLITS  # the files written, in this order
 from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.data_config import Problems
+from countdown_rlvr.core.inputs import SPLITS  # the files written, in this order
 from countdown_rlvr.task import generate_problems, problem_key
 
 OUT = "data/problems"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, merge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,8 +23,6 @@ from countdown_rlvr.core import io
 from countdown_rlvr.core.errors import DEBUG, StageError
 from countdown_rlvr.core.inputs import INPUTS, PROBLEM_KEYS, SPLITS, count_keys, read_rows
 from countdown_rlvr.task.generate import Problem
-
-from conftest import ROOT, merge
 
 TRAIN = "data/problems/train.jsonl"
 
@@ -183,8 +182,9 @@ def run_stage(cwd: Path, script: Path, *args: str, check: bool = False, prelude:
     process (a monkeypatch) and the script after it, as `__main__`."""
     cmd = [sys.executable, str(script), *args]
     if prelude:
-        cmd = [sys.executable, "-c", f"import runpy, sys\nsys.argv = {[str(script), *args]!r}\n"
-               f"{prelude}\nrunpy.run_path({str(script)!r}, run_name='__main__')"]
+        code = (f"import runpy, sys\nsys.argv = {[str(script), *args]!r}\n{prelude}\n"
+                f"runpy.run_path({str(script)!r}, run_name='__main__')")
+        cmd = [sys.executable, "-c", code]
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False,
                           env={**os.environ, **(env or {})})
     if check:
@@ -261,3 +261,29 @@ def test_the_traces_stage_stops_in_one_line_on_a_full_disk(stage_dir):
     assert line == ("[traces] error: writing data/traces/solver.jsonl: no space left on device; "
                     "free space there and re-run `dvc repro -s traces`")
     assert not (stage_dir / "data/traces/solver.jsonl").exists()
+
+
+# -- through dvc, on the smoke pipeline --------------------------------------------------------
+
+@pytest.mark.slow
+def test_dvc_repro_of_a_reader_stops_on_a_short_train_file_and_rloo_on_a_missing_key(pipeline):
+    """The issue's case: train.jsonl cut at a line boundary to 30 of its 60 rows ran `dvc repro
+    -s traces` and `-s rloo@rloo-0` to exit 0, dvc.lock recording both as made from it."""
+    pipeline.repro("problems")
+    path = pipeline.path / TRAIN
+    whole = path.read_text()
+    cut_rows(path, 30)
+    proc = pipeline.repro("-s", "traces", check=False)
+    assert proc.returncode != 0
+    assert (f"[traces] error: {TRAIN} has 30 rows, but `problems.n_train` is 60 (the file is "
+            "short: not what the params make); re-run `dvc repro -s problems`") in proc.stderr
+    assert "traces" not in yaml.safe_load(pipeline.read("dvc.lock"))["stages"]
+    # rloo (its init policy stood in for by an empty dir: the check comes before any model
+    # loads) on a row without its target: the one line, no traceback, no shutdown noise
+    rows = [json.loads(line) for line in whole.splitlines()]
+    del rows[41]["target"]
+    io.write_jsonl(path, rows)
+    (pipeline.path / "data/models/sft/r0").mkdir(parents=True)
+    proc = run_stage(pipeline.path, pipeline.path / "stages/rloo.py", "rloo", "0")
+    assert one_line(proc) == (f"[rloo] error: {TRAIN}, line 42: row has no target key; the "
+                              "file is incomplete: re-run `dvc repro -s problems`")
