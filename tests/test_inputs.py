@@ -287,3 +287,33 @@ def test_dvc_repro_of_a_reader_stops_on_a_short_train_file_and_rloo_on_a_missing
     proc = run_stage(pipeline.path, pipeline.path / "stages/rloo.py", "rloo", "0")
     assert one_line(proc) == (f"[rloo] error: {TRAIN}, line 42: row has no target key; the "
                               "file is incomplete: re-run `dvc repro -s problems`")
+
+
+# -- no shutdown noise -------------------------------------------------------------------------
+
+LIVE_THEN_RAISE = """
+from countdown_rlvr.train.runtime import live_curves
+with live_curves("run") as live:
+    live._dvc_repo.scm.dulwich.repo.object_store.packs  # as git reads do: opens the pack files
+    raise KeyError("target")
+"""
+
+
+def test_an_exception_inside_the_curves_block_leaves_no_shutdown_noise(tmp_path):
+    """dvclive's git repo, left open, kept alive to interpreter shutdown by the traceback: each
+    dulwich pack file's finalizer printed an "Exception ignored ... sys.meta_path is None"
+    traceback (the issue counted 23 after one KeyError in stages/rloo.py)."""
+    def git(*args):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path,
+                       check=True, capture_output=True)
+
+    git("init", "-q")
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, check=True)
+    git("add", "-A")
+    git("commit", "-qm", "init")
+    git("gc", "-q")  # objects in a pack file, as in any repository with history
+    assert list((tmp_path / ".git/objects/pack").glob("*.pack"))
+    proc = subprocess.run([sys.executable, "-c", LIVE_THEN_RAISE], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and proc.stderr.splitlines()[-1] == "KeyError: 'target'"
+    assert "Exception ignored" not in proc.stderr
