@@ -51,7 +51,7 @@ def main() -> None:
     io.require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)
     problems = inputs.read_rows("pairs", PROBLEMS, params)[: cfg.n_problems]
     ids = {q["id"] for q in problems}
-    solver = [t for t in io.read_jsonl(SOLVER) if t["problem_id"] in ids]
+    solver = [t for t in inputs.read_rows("pairs", SOLVER, params) if t["problem_id"] in ids]
     prompts = {t["problem_id"]: t["prompt"] for t in solver}
     teacher = _samples(pd.read_parquet(TEACHER).query("problem_id in @ids"), prompts)
     # the base model's own failures on these prompts: the "base-model rejected" source

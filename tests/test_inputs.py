@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 
 from countdown_rlvr.core import io
 from countdown_rlvr.core.errors import DEBUG, StageError
-from countdown_rlvr.core.inputs import INPUTS, PROBLEM_KEYS, SPLITS, count_keys, read_rows
+from countdown_rlvr.core.inputs import (
+    INPUTS,
+    PROBLEM_KEYS,
+    SPLITS,
+    TRACE_KEYS,
+    count_keys,
+    read_rows,
+)
 from countdown_rlvr.task.generate import Problem
 
 TRAIN = "data/problems/train.jsonl"
@@ -56,7 +63,38 @@ def test_the_table_knows_every_problem_file_and_the_keys_the_generator_writes():
     assert set(PROBLEM_KEYS) == {f.name for f in fields(Problem)}
     assert {f"data/problems/{s}.jsonl" for s in SPLITS} <= set(INPUTS)
     assert count_keys(TRAIN, "data/problems/unseen.jsonl", "data/traces/solver.jsonl") == [
-        "problems.n_train", "problems.n_unseen"]  # solver traces: no count in the table
+        "problems.n_train", "problems.n_unseen", "traces.n_problems", "traces.per_problem"]
+    assert count_keys("data/traces/teacher.jsonl", "data/sft/train.jsonl") == []  # filtered
+
+
+def test_the_solver_trace_keys_are_what_the_traces_stage_writes():
+    import random
+
+    from countdown_rlvr.data.traces import solver_traces
+
+    q = problem_rows(1)[0]
+    (row,) = solver_traces(q, "p", ("direct",), 1, random.Random(0), solutions="construction")
+    assert set(TRACE_KEYS) == set(row)
+
+
+@pytest.mark.parametrize(("n_problems", "per_problem", "rows"), [(None, 2, 10), (3, 2, 6),
+                                                                  (9, 1, 5)])
+def test_the_solver_traces_count_is_per_problem_times_the_problems_traced(n_problems, per_problem,
+                                                                          rows):
+    params = {"problems": {"n_train": 5},
+              "traces": {"n_problems": n_problems, "per_problem": per_problem}}
+    assert INPUTS["data/traces/solver.jsonl"].expected(params) == rows
+
+
+def test_the_dedup_stage_refuses_a_cut_solver_trace_file(stage_dir):
+    assert run_stage(stage_dir, ROOT / "stages/traces.py").returncode == 0
+    path = stage_dir / "data/traces/solver.jsonl"
+    cut_rows(path, 50)
+    (stage_dir / "data/traces/teacher.jsonl").write_text("")  # as a teacher that kept none
+    line = one_line(run_stage(stage_dir, ROOT / "stages/dedup.py"))
+    assert line == ("[dedup] error: data/traces/solver.jsonl has 50 rows, but the params make 60 "
+                    "(`problems.n_train` 60, `traces.n_problems` 60, `traces.per_problem` 1): the "
+                    "file is short; re-run `dvc repro -s traces`")
 
 
 def test_a_file_of_the_count_the_params_set_is_read(repo):
@@ -82,9 +120,9 @@ def test_a_file_is_refused_unless_it_has_exactly_the_rows_the_params_set(tmp_pat
         message = refusal("traces", TRAIN, params)
     finally:
         os.chdir(cwd)
-    assert message == (f"[traces] error: {TRAIN} has {have} rows, but `problems.n_train` is "
-                       f"{want} (the file is {'short' if have < want else 'long'}: not what the "
-                       "params make); re-run `dvc repro -s problems`")
+    assert message == (f"[traces] error: {TRAIN} has {have} rows, but the params make {want} "
+                       f"(`problems.n_train` {want}): the file is "
+                       f"{'short' if have < want else 'long'}; re-run `dvc repro -s problems`")
 
 
 def test_a_row_without_a_key_is_refused_with_its_line(repo):
@@ -208,8 +246,8 @@ def cut_rows(path: Path, keep: int) -> None:
 def test_the_traces_stage_refuses_a_short_train_file(stage_dir):
     cut_rows(stage_dir / TRAIN, 30)  # at a line boundary: every row it has is whole
     line = one_line(run_stage(stage_dir, ROOT / "stages/traces.py"))
-    assert line == (f"[traces] error: {TRAIN} has 30 rows, but `problems.n_train` is 60 (the "
-                    "file is short: not what the params make); re-run `dvc repro -s problems`")
+    assert line == (f"[traces] error: {TRAIN} has 30 rows, but the params make 60 "
+                    "(`problems.n_train` 60): the file is short; re-run `dvc repro -s problems`")
     assert not (stage_dir / "data/traces/solver.jsonl").exists()
 
 
@@ -217,8 +255,8 @@ def test_the_traces_stage_refuses_a_long_train_file(stage_dir):
     path = stage_dir / TRAIN
     path.write_text(path.read_text() + path.read_text().splitlines(keepends=True)[0])
     line = one_line(run_stage(stage_dir, ROOT / "stages/traces.py"))
-    assert line.startswith(f"[traces] error: {TRAIN} has 61 rows, but `problems.n_train` is 60 "
-                           "(the file is long")
+    assert line.startswith(f"[traces] error: {TRAIN} has 61 rows, but the params make 60 "
+                           "(`problems.n_train` 60): the file is long")
     assert line.endswith("re-run `dvc repro -s problems`")
 
 
@@ -275,8 +313,8 @@ def test_dvc_repro_of_a_reader_stops_on_a_short_train_file_and_rloo_on_a_missing
     cut_rows(path, 30)
     proc = pipeline.repro("-s", "traces", check=False)
     assert proc.returncode != 0
-    assert (f"[traces] error: {TRAIN} has 30 rows, but `problems.n_train` is 60 (the file is "
-            "short: not what the params make); re-run `dvc repro -s problems`") in proc.stderr
+    assert (f"[traces] error: {TRAIN} has 30 rows, but the params make 60 (`problems.n_train` "
+            "60): the file is short; re-run `dvc repro -s problems`") in proc.stderr
     assert "traces" not in yaml.safe_load(pipeline.read("dvc.lock"))["stages"]
     # rloo (its init policy stood in for by an empty dir: the check comes before any model
     # loads) on a row without its target: the one line, no traceback, no shutdown noise

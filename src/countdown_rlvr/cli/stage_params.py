@@ -49,10 +49,11 @@ LAUNCHER = "launcher"
 _WORDS = re.compile(r"[\w./=:,+-]+( [\w./=:,+-]+)*")
 
 
-def rows(*splits: str) -> list[str]:
-    """The params that fix the row counts of the problem splits a stage reads: it checks the
-    files against them (core.inputs.read_rows), so it lists them."""
-    return count_keys(*(f"data/problems/{s}.jsonl" for s in splits))
+def rows(*files: str) -> list[str]:
+    """The params that fix the row counts of the data files a stage reads (`train`: the train
+    problems, `traces/solver`: the solver traces): it checks the files against them
+    (core.inputs.read_rows), so it lists them."""
+    return count_keys(*(f"data/{f if '/' in f else 'problems/' + f}.jsonl" for f in files))
 
 
 @dataclass(frozen=True)
@@ -82,11 +83,12 @@ READS: dict[str, Any] = {
     # teacher.rl: the RL phase's overrides of `rloo` (as int.rloo); null reads no rloo key
     "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher), Section("base", Base),
                         Section("teacher.rl", RL, "rloo", skip=("init",)), *STYLE,
-                        *rows("train")],
+                        *rows("train", "traces/solver")],
     "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE,
                                *rows("train")],
-    "dedup": lambda: [Section("dedup", Dedup)],
-    "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE, *rows("train")],
+    "dedup": lambda: [Section("dedup", Dedup), *rows("traces/solver")],
+    "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE,
+                      *rows("train", "traces/solver")],
     "sft": lambda: [*MODEL_RUN, Section("sft", SFTStage)],
     # pairs.n_problems: the skill check's problems are the train problems after the pairs'
     "ipo": lambda: [*MODEL_RUN, Section("ipo", IPO, skip=("sources", "first_replicate_sources")),

@@ -3,13 +3,17 @@ the readers (`read_rows`) before any work, so a short, long, damaged or incomple
 the stage in one line that names the file, the row and the stage to re-run.
 
 A row count is checked only where the producing stage's params fix it exactly: the problem
-splits (`problems.n_<split>` rows each; the generator makes exactly that many or stops). A
-reader that checks a count lists that param among its own (countdown_rlvr.cli.stage_params
-`counts`), so dvc.yaml re-runs it when the count changes.
+splits (`problems.n_<split>` rows each; the generator makes exactly that many or stops) and the
+solver traces (`traces.per_problem` verified traces of each of the first `traces.n_problems`
+train problems, or the stage stops). Not the files a stage filters (the teacher's traces, the
+deduplicated SFT data, the pairs): their counts depend on what was kept. A reader that checks a
+count lists the params it comes from among its own (countdown_rlvr.cli.stage_params `rows`),
+so dvc.yaml re-runs it when they change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,26 +26,50 @@ from .io import numbered_rows, producing_stage
 # Problem, written whole: tests/test_inputs.py checks the two agree).
 SPLITS = ("train", "dev", "test", "ood", "unseen")
 PROBLEM_KEYS = ("id", "split", "numbers", "target", "n_numbers", "n_solutions", "construction")
+# a solver trace's keys (data.traces.solver_traces: tests/test_inputs.py checks them)
+TRACE_KEYS = ("problem_id", "numbers", "target", "n_numbers", "prompt", "completion", "strategy",
+              "source")
 
 
 @dataclass(frozen=True)
 class Made:
     """How a data file is made: the stage that writes it, the keys each row has, and the
-    producer's param that fixes its row count (None: not fixed by params)."""
+    producer's params that fix its row count with the count they give (none: not fixed)."""
     producer: str
     keys: tuple[str, ...]
-    count: str | None = None
+    count: tuple[str, ...] = ()  # dotted param keys
+    rows: Callable[..., int | None] | None = None  # their values, in order -> the row count
 
     def expected(self, params: dict) -> int | None:
         """The row count the producer's params set (None: not fixed, or not in `params`)."""
-        if self.count is None or not has(params, self.count):
+        if self.rows is None or not all(has(params, k) for k in self.count):
             return None
-        n = at(params, self.count)
-        return n if isinstance(n, int) and not isinstance(n, bool) else None
+        values = [at(params, k) for k in self.count]
+        if any(isinstance(v, bool) or not isinstance(v, int | None) for v in values):
+            return None  # a bad value: the params check names it
+        return self.rows(*values)
+
+    def params(self, params: dict) -> str:
+        """The count's params and their values, for a message."""
+        return ", ".join(f"`{k}` {at(params, k)}" for k in self.count)
+
+
+def _split(n: int | None) -> int | None:
+    return n
+
+
+def _traces(n_train: int | None, n_problems: int | None, per_problem: int | None) -> int | None:
+    """stages/traces.py: `per_problem` traces of each of the first `n_problems` (null: all)."""
+    if n_train is None or per_problem is None:
+        return None  # a bad value: the params check names it
+    return min(n_train, n_train if n_problems is None else n_problems) * per_problem
 
 
 INPUTS: dict[str, Made] = {
-    f"data/problems/{s}.jsonl": Made("problems", PROBLEM_KEYS, f"problems.n_{s}") for s in SPLITS
+    **{f"data/problems/{s}.jsonl": Made("problems", PROBLEM_KEYS, (f"problems.n_{s}",), _split)
+       for s in SPLITS},
+    "data/traces/solver.jsonl": Made("traces", TRACE_KEYS, (
+        "problems.n_train", "traces.n_problems", "traces.per_problem"), _traces),
 }
 
 
@@ -52,7 +80,7 @@ def made(path: str | Path) -> Made | None:
 
 def count_keys(*paths: str) -> list[str]:
     """The params that fix the row counts of `paths`: what a stage reading them must list."""
-    return [m.count for p in paths if (m := made(p)) is not None and m.count is not None]
+    return list(dict.fromkeys(k for p in paths if (m := made(p)) is not None for k in m.count))
 
 
 def read_rows(stage: str, path: str | Path, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -77,7 +105,7 @@ def read_rows(stage: str, path: str | Path, params: dict[str, Any]) -> list[dict
         raise StageError(stage, str(exc)) from exc
     if entry and (want := entry.expected(params)) is not None and len(rows) != want:
         short = "short" if len(rows) < want else "long"
-        raise StageError(stage, f"{path} has {len(rows)} rows, but `{entry.count}` is {want} "
-                                f"(the file is {short}: not what the params make); re-run {rerun}")
+        raise StageError(stage, f"{path} has {len(rows)} rows, but the params make {want} "
+                                f"({entry.params(params)}): the file is {short}; re-run {rerun}")
     return rows
 
