@@ -144,6 +144,14 @@ def test_a_damaged_line_is_refused_with_its_line_and_column(repo):
     assert message.endswith("the file is damaged or half-written: re-run `dvc repro -s problems`")
 
 
+def test_a_line_that_is_not_utf8_is_refused_with_its_line(repo):
+    with open(TRAIN, "ab") as fh:
+        fh.write(b'{"id": "x\xff"}\n')
+    message = refusal("traces", TRAIN, {"problems": {"n_train": 6}})
+    assert message.startswith(f"[traces] error: {TRAIN}, line 6, byte 10: not UTF-8 text")
+    assert message.endswith("re-run `dvc repro -s problems`")
+
+
 def test_a_missing_file_names_the_stage_that_makes_it(repo):
     Path(TRAIN).unlink()
     assert refusal("traces", TRAIN, {}) == (

@@ -175,8 +175,13 @@ def numbered_rows(path: str | Path, producer: str | None = None
     """(1-based line number, row) for each row of a JSON-lines file; a damaged line raises
     the ValueError of `read_jsonl`, naming `producer` (default: the dvc.yaml stage whose
     outs hold `path`) as the stage to re-run."""
-    with open(path) as fh:
-        for number, line in enumerate(fh, start=1):
+    with open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is named like any other
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode()
+            except UnicodeDecodeError as exc:
+                raise ValueError(_bad_line(path, number, repr(raw)[2:-1], f"byte {exc.start + 1}: "
+                                           "not UTF-8 text", producer)) from exc
             if not line.strip():
                 continue
             text = line.rstrip("\r\n")  # so an error at the line's end is at its last column
