@@ -12,7 +12,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.data_config import Dedup
 from countdown_rlvr.data.dedup import dedup_records, train_val_split
@@ -21,10 +21,11 @@ OUT = "data/sft"
 
 
 def main() -> None:
-    cfg = from_section(Dedup, "dedup", io.load_params(), "dedup")
+    params = io.load_params()
+    cfg = from_section(Dedup, "dedup", params, "dedup")
     paths = [f"data/traces/{s}.jsonl" for s in cfg.sources]
     io.require_inputs("dedup", *paths)
-    records = [r for path in paths for r in io.read_jsonl(path)]
+    records = [r for path in paths for r in inputs.read_rows("dedup", path, params)]
     # the S1 setting compares across problems; MiniLM barely reads numbers, so by default
     # only traces of the same problem are compared (see countdown_rlvr.data.dedup)
     kept, metrics = dedup_records(records, threshold=cfg.threshold,

@@ -27,7 +27,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import CHAINS, NAME, eval_sampler, prompt_style
 from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.core.replicates import model_dir, parse_replicate, tag
@@ -84,7 +84,7 @@ def main(argv: list[str]) -> None:
         raise io.StageError("evaluate", f"policy {name!r}: {exc}") from exc
     files = [f"data/problems/{split}.jsonl" for split in cfg.splits_of(name)]
     io.require_inputs("evaluate", *files)
-    problems = [row for f in files for row in io.read_jsonl(f)]
+    problems = [row for f in files for row in inputs.read_rows("evaluate", f, params)]
 
     print(f"[evaluate] {name} {run}: {ref.adapter or ref.base}"
           f"{f' on {ref.base}' if ref.adapter else ''}, {len(problems)} problems, "

@@ -33,7 +33,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import MIN_HELDOUT, eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.data_config import Traces
 from countdown_rlvr.core.int_config import Interventions
@@ -74,7 +74,7 @@ def main(argv: list[str]) -> None:
     style = prompt_style("int", params)
     styles = from_section(Traces, "int", params, "traces").styles
     io.require_inputs("int", sft_dir, rloo_dir, UNSEEN, SFT_DATA)
-    problems = io.read_jsonl(UNSEEN)[:cfg.n_problems]
+    problems = inputs.read_rows("int", UNSEEN, params)[:cfg.n_problems]
     gen = {"backend": sampler["backend"], "batch_size": cfg.batch_size}
     seconds: dict[str, float] = {}
     with timed(seconds, "sample"):  # 1. who is unsolved

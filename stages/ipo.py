@@ -23,7 +23,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.data_config import Pairs
 from countdown_rlvr.core.evaluate_config import Evaluate
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> None:
         raise io.StageError("ipo", f"{PAIRS} has no `{source}` pairs (see reports/details/pairs.json); "
                                    f"remove {source} from `ipo.sources`, or {EMPTY_HINT[source]}")
     # the skill check's inputs, checked before any training
-    held_out = skill_problems(io.read_jsonl(TRAIN),
+    held_out = skill_problems(inputs.read_rows("ipo", TRAIN, params),
                               from_section(Pairs, "ipo", params, "pairs").n_problems,
                               cfg.skill_problems)
     sampler, style = eval_sampler("ipo", params), prompt_style("ipo", params)

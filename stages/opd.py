@@ -64,7 +64,7 @@ def main(argv: list[str]) -> None:
     init, out = init_dir(stage, cfg.init, r, params), model_dir(stage, r)
     style = prompt_style(stage, params)
     io.require_inputs(stage, init, TEACHER)
-    problems = first_problems(stage, TRAIN, cfg.n_problems)
+    problems = first_problems(stage, TRAIN, cfg.n_problems, params)
     model, tok = init_policy(stage, init, cfg)
     teacher = load_teacher(stage, tok)
     ref = frozen_copy(init) if cfg.kl_coef > 0 else None

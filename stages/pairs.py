@@ -15,7 +15,7 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 
 import pandas as pd
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import prompt_style
 from countdown_rlvr.core.data_config import Pairs
 from countdown_rlvr.data.pairs import (
@@ -49,9 +49,9 @@ def main() -> None:
     params, cfg = load_stage("pairs", Pairs)  # fails before any work
     style = prompt_style("pairs", params)
     io.require_inputs("pairs", PROBLEMS, SOLVER, TEACHER, BASE)
-    problems = io.read_jsonl(PROBLEMS)[: cfg.n_problems]
+    problems = inputs.read_rows("pairs", PROBLEMS, params)[: cfg.n_problems]
     ids = {q["id"] for q in problems}
-    solver = [t for t in io.read_jsonl(SOLVER) if t["problem_id"] in ids]
+    solver = [t for t in inputs.read_rows("pairs", SOLVER, params) if t["problem_id"] in ids]
     prompts = {t["problem_id"]: t["prompt"] for t in solver}
     teacher = _samples(pd.read_parquet(TEACHER).query("problem_id in @ids"), prompts)
     # the base model's own failures on these prompts: the "base-model rejected" source

@@ -24,10 +24,10 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.data_config import Problems
+from countdown_rlvr.core.inputs import SPLITS  # the files written, in this order
 from countdown_rlvr.task.generate import generate_problems, problem_key
 
 OUT = "data/problems"
-SPLITS = ("train", "dev", "test", "ood", "unseen")  # the files written, in this order
 
 
 def renamed(problems: list, split: str) -> list:

@@ -27,7 +27,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import eval_sampler, prompt_style
 from countdown_rlvr.core.replicates import model_dir, run_name, tag
 from countdown_rlvr.core.research_config import Repair
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> None:
         raise io.StageError("repair", f"repair.conditions: {exc}") from exc
     io.require_inputs("repair", policy, TRAIN)
     try:
-        problems = pool_problems(io.read_jsonl(TRAIN), cfg.n_problems)
+        problems = pool_problems(inputs.read_rows("repair", TRAIN, params), cfg.n_problems)
     except ValueError as exc:
         raise io.StageError("repair", f"repair.n_problems: {exc}; lower it or raise "
                                       "problems.n_train") from exc

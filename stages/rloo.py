@@ -49,7 +49,7 @@ def main(argv: list[str]) -> None:
     style = prompt_style(stage, params)
     init = init_dir(stage, cfg.init, r, params)
     io.require_inputs(stage, init)
-    problems = first_problems(stage, TRAIN, cfg.n_problems)
+    problems = first_problems(stage, TRAIN, cfg.n_problems, params)
     model, tok = init_policy(stage, init, cfg)
     ref = frozen_copy(init) if cfg.kl_coef > 0 else None
     fit_rl_and_save(run_name(stage, r), model, tok, problems, cfg, model_dir(stage, r),

@@ -30,7 +30,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import from_section, prompt_style
 from countdown_rlvr.core.pretrain_config import Base
 from countdown_rlvr.core.rl_config import RLRun
@@ -64,11 +64,11 @@ class RLCurves:
         self.live.next_step()
 
 
-def trace_examples(cfg: Teacher) -> list[tuple[str, str]]:
+def trace_examples(cfg: Teacher, params: dict) -> list[tuple[str, str]]:
     """The solver traces as (prompt, completion), a seeded share with the strategy hint."""
     rng = random.Random(cfg.seed)
     return [(strategy_prompt(r["prompt"], r["strategy"]) if rng.random() < cfg.hint_frac
-             else r["prompt"], r["completion"]) for r in io.read_jsonl(SRC)]
+             else r["prompt"], r["completion"]) for r in inputs.read_rows("teacher", SRC, params)]
 
 
 def main() -> None:
@@ -84,7 +84,7 @@ def main() -> None:
         return
     io.require_inputs("teacher", SRC, *([BASE] if cfg.init == "base" else []),
                       *([TRAIN] if rl_cfg else []))
-    examples = trace_examples(cfg)
+    examples = trace_examples(cfg, params)
     details = {"base": "tiny", "trained": True, "init": cfg.init,
                "tiny_preset": None if cfg.init == "base" else cfg.tiny_preset}
     phases = None
@@ -102,7 +102,7 @@ def main() -> None:
         fit_sft("teacher", model, tok, examples, cfg, OUT, details, phases=phases,
                 section="teacher")
         return
-    problems = first_problems("teacher", TRAIN, rl_cfg.n_problems)
+    problems = first_problems("teacher", TRAIN, rl_cfg.n_problems, params)
     style, phases = prompt_style("teacher", params), phases or {}
 
     def train(live, stats):

@@ -11,7 +11,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import prompt_style
 from countdown_rlvr.core.data_config import TeacherTraces
 from countdown_rlvr.data.traces import strategy_prompt
@@ -30,7 +30,7 @@ def main() -> None:
     params, cfg = load_stage("teacher_traces", TeacherTraces)  # fails before any work
     style = prompt_style("teacher_traces", params)
     io.require_inputs("teacher_traces", SRC, MODEL)
-    problems = io.read_jsonl(SRC)[: cfg.n_problems]
+    problems = inputs.read_rows("teacher_traces", SRC, params)[: cfg.n_problems]
     prompts = [solve_prompt(q["numbers"], q["target"], style) for q in problems]
     policy = load_model(MODEL)
     per = cfg.k // len(cfg.strategies)

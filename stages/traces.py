@@ -11,7 +11,7 @@ from countdown_rlvr.core.stage_env import stage_env
 
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
-from countdown_rlvr.core import io
+from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import from_section, prompt_style
 from countdown_rlvr.core.data_config import Traces
 from countdown_rlvr.data.repair_data import repair_counts, repair_examples
@@ -26,7 +26,7 @@ def main() -> None:
     cfg = from_section(Traces, "traces", params, "traces")  # fails before any work
     style = prompt_style("traces", params)
     io.require_inputs("traces", SRC)
-    problems = io.read_jsonl(SRC)[: cfg.n_problems]
+    problems = inputs.read_rows("traces", SRC, params)[: cfg.n_problems]
     rng = random.Random(cfg.seed)
     try:
         rows = [r for i, q in enumerate(problems) for r in solver_traces(

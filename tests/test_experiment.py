@@ -90,7 +90,7 @@ def test_params_an_arm_matrix_lists_the_arm_and_the_keys_no_arm_overrides():
     rloo = next(s for s in STAGES if s.name == "rloo")
     keys = [k for k, _ in param_keys(rloo, params)]
     assert keys == ["model.dtype", "model.threads", "${item.arm}", "rloo.lr",
-                    "rloo.sampler.top_p", "model.prompt_style"]
+                    "rloo.sampler.top_p", "model.prompt_style", "problems.n_train"]
 
 
 def test_params_a_section_read_in_part_lists_its_keys():
@@ -101,7 +101,7 @@ def test_params_a_section_read_in_part_lists_its_keys():
     # then what the skill check reads outside the section (params without them: the keys)
     assert [k for k, _ in keys] == ["model.dtype", "model.threads", "ipo.beta", "ipo.lora",
                                     "pairs.n_problems", "sampler", "evaluate.batch_size",
-                                    "model.prompt_style"]
+                                    "model.prompt_style", "problems.n_train"]
     assert "but sources, first_replicate_sources" in dict(keys)["ipo.beta"]
     sft = next(s for s in STAGES if s.name == "sft")
     assert [k for k, _ in param_keys(sft, _params(sft={"lr": 1}))] == [

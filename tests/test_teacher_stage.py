@@ -27,6 +27,10 @@ def _params() -> dict:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["base"].update(TINY_BASE)
     params["teacher"].update(TINY_TEACHER)
+    # the 8 train problems and their solver traces the tests write (the stage checks the
+    # files' row counts against these: core.inputs)
+    params["problems"]["n_train"] = params["traces"]["n_problems"] = 8
+    params["traces"]["per_problem"] = 1
     return params
 
 

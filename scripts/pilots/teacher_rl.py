@@ -63,7 +63,7 @@ def main() -> None:
     if not Path(teacher_dir, "config.json").exists():
         cfg = for_replicate(from_section(Teacher, "teacher", params, "teacher"), REPLICATE)
         model, tok = load_model("data/models/base")
-        model = train_sft(model, tok, trace_examples(cfg), cfg)
+        model = train_sft(model, tok, trace_examples(cfg, params), cfg)
         save_policy_dir(model, tok, teacher_dir)
     logged = Path(args.log).read_text() if Path(args.log).exists() else ""
     if '"peer teacher"' not in logged:

@@ -29,6 +29,7 @@ from ..core.analysis_config import Compare, Report
 from ..core.data_config import Dedup, Pairs, Problems, TeacherTraces, Traces
 from ..core.errors import StageError
 from ..core.evaluate_config import Evaluate
+from ..core.inputs import count_keys
 from ..core.int_config import Interventions
 from ..core.ipo_config import IPO
 from ..core.pretrain_config import Base
@@ -46,6 +47,13 @@ SKILL = ("sampler", "evaluate.batch_size")
 # training script (`python`, `accelerate launch ...`); it reaches the shell, so plain words only
 LAUNCHER = "launcher"
 _WORDS = re.compile(r"[\w./=:,+-]+( [\w./=:,+-]+)*")
+
+
+def rows(*files: str) -> list[str]:
+    """The params that fix the row counts of the data files a stage reads (`train`: the train
+    problems, `traces/solver`: the solver traces): it checks the files against them
+    (core.inputs.read_rows), so it lists them."""
+    return count_keys(*(f"data/{f if '/' in f else 'problems/' + f}.jsonl" for f in files))
 
 
 @dataclass(frozen=True)
@@ -69,37 +77,42 @@ READS: dict[str, Any] = {
     "problems": lambda: [Section("problems", Problems)],
     "base": lambda: [*MODEL_RUN, "model.base", "model.tiny_preset", "model.seed",
                      Section("base", Base)],
-    "traces": lambda: [Section("traces", Traces), *STYLE],
+    "traces": lambda: [Section("traces", Traces), *STYLE, *rows("train")],
     # base: `teacher.init: pretrain` pre-trains the teacher preset by the base section's recipe.
     # Listed whatever the init: dvc.yaml is made from params.yaml, so one made under another
     # init must still re-run the teacher when `-S teacher.init=pretrain` changes the base keys
     # teacher.rl: the RL phase's own complete keys; it reads no `rloo` key (a training
-    # section's key never reaches a shared upstream stage: tests/test_key_reach.py)
+    # section's key never reaches a shared upstream stage: tests/test_cost.py)
     "teacher": lambda: [*MODEL_RUN, Section("teacher", Teacher), Section("base", Base),
-                        Section("teacher.rl", RLRun, optional=True), *STYLE],
-    "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE],
-    "dedup": lambda: [Section("dedup", Dedup)],
-    "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE],
+                        Section("teacher.rl", RLRun, optional=True), *STYLE,
+                        *rows("train", "traces/solver")],
+    "teacher_traces": lambda: [*MODEL_RUN, Section("teacher_traces", TeacherTraces), *STYLE,
+                               *rows("train")],
+    "dedup": lambda: [Section("dedup", Dedup), *rows("traces/solver")],
+    "pairs": lambda: [*MODEL_RUN, Section("pairs", Pairs), *STYLE,
+                      *rows("train", "traces/solver")],
     "sft": lambda: [*MODEL_RUN, Section("sft", SFTStage)],
     # pairs.n_problems: the skill check's problems are the train problems after the pairs'
     "ipo": lambda: [*MODEL_RUN, Section("ipo", IPO, skip=("sources", "first_replicate_sources")),
-                    "pairs.n_problems", *SKILL, *STYLE],
-    "rloo": lambda arm: [*MODEL_RUN, Section(arm, RL, A.arm(arm).inherits), *STYLE],
-    "opd": lambda arm: [*MODEL_RUN, Section(arm, OPD, A.arm(arm).inherits), *STYLE],
+                    "pairs.n_problems", *SKILL, *STYLE, *rows("train")],
+    "rloo": lambda arm: [*MODEL_RUN, Section(arm, RL, A.arm(arm).inherits), *STYLE,
+                         *rows("train")],
+    "opd": lambda arm: [*MODEL_RUN, Section(arm, OPD, A.arm(arm).inherits), *STYLE,
+                        *rows("train")],
     "diagnose": lambda: [Section("diagnose", Diagnose), "evaluate.n", "evaluate.ks",
                          "evaluate.seeds"],
-    "repair": lambda: [*MODEL_RUN, Section("repair", Repair), "sampler", *STYLE],
+    "repair": lambda: [*MODEL_RUN, Section("repair", Repair), "sampler", *STYLE, *rows("train")],
     "distill": lambda: [*MODEL_RUN, Section("distill", Distill,
                                             skip=("conditions", "first_replicate_conditions")),
                         *SKILL, *STYLE],
     # int starts from the SFT policy, whatever `rloo.init` says: it reads no init
     "int": lambda: [*MODEL_RUN, Section("int", Interventions),
                     Section("int.rloo", RL, "rloo", skip=("init",)), "sampler",
-                    "traces.styles", *STYLE],
+                    "traces.styles", *STYLE, *rows("unseen")],
     "evaluate": lambda: [*MODEL_RUN, Section("evaluate", Evaluate, skip=(
         "shared", "policies", "controls", "first_replicate_only", "int_policies",
         "dev_policies")),
-                         "sampler", *STYLE],
+                         "sampler", *STYLE, *rows("test", "ood", "dev")],
     "compare": lambda: [Section("compare", Compare), *EVAL_LISTS, REPLICATES],
     "report": lambda: [Section("report", Report), REPLICATES, *EVAL_LISTS, "ipo.sources",
                        "ipo.first_replicate_sources", "distill.conditions",

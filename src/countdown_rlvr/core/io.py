@@ -7,11 +7,13 @@ that crashes half-way leaves the previous output (or nothing), never half a file
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,10 +73,15 @@ def clear_stale_tmp(roots: tuple[str, ...] = ("data", "reports", "dvclive")) -> 
 
 
 def require_inputs(stage: str, *paths: str | Path) -> None:
+    """Stop the stage in one line when an input is missing, naming each missing file's
+    producing stage (dvc.yaml) and the command that makes it."""
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
+        made = {s for p in missing if (s := producing_stage(p))}
+        by = f" (written by {', '.join(f'`{s}`' for s in sorted(made))})" if made else ""
         raise StageError(
-            stage, f"missing input {missing}; run `dvc repro {stage}` so upstream stages run first."
+            stage, f"missing input {missing}{by}; run `dvc repro {stage}` so upstream stages "
+                   "run first."
         )
 
 
@@ -86,17 +93,36 @@ def atomic_path(dest: str | Path) -> Iterator[Path]:
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    except OSError as exc:
+        _refuse_full_disk(dest, exc)
+        raise
     target = tmp / dest.name
     try:
         yield target
         if dest.is_dir() and not dest.is_symlink():
             shutil.rmtree(dest)
-        elif dest.exists():
+        elif dest.exists() and target.is_dir():  # a directory cannot replace a file
             dest.unlink()
-        os.replace(target, dest)
+        os.replace(target, dest)  # a file replaces a file at once: if it fails, the old stays
+    except OSError as exc:
+        _refuse_full_disk(dest, exc)
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
+
+
+def _refuse_full_disk(dest: Path, exc: OSError) -> None:
+    """A full disk while writing `dest` stops the stage in one line (the previous output, if
+    any, is left in place); any other OSError is the caller's to raise."""
+    if exc.errno in FULL:
+        stage = producing_stage(dest) or Path(sys.argv[0]).stem or "io"
+        raise StageError(stage, f"writing {dest}: {os.strerror(exc.errno).lower()}; free "
+                                f"space there and re-run `dvc repro -s {stage}`") from exc
 
 
 def write_text(dest: str | Path, text: str) -> None:
@@ -157,28 +183,44 @@ def empty_curves(run: str, names: tuple[str, ...] = ("loss",)) -> None:
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """The rows of a JSON-lines file (blank lines skipped). A bad line raises a ValueError
-    naming the file and its 1-based line number: json's own message says "line 1" for every
-    line, since it parses one line at a time, and names no file."""
-    rows = []
-    with open(path) as fh:
-        for number, line in enumerate(fh, start=1):
+    naming the file, its 1-based line number and the stage to re-run: json's own message
+    says "line 1" for every line, since it parses one line at a time, and names no file."""
+    return [row for _, row in numbered_rows(path)]
+
+
+def numbered_rows(path: str | Path, producer: str | None = None
+                  ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based line number, row) for each row of a JSON-lines file; a damaged line raises
+    the ValueError of `read_jsonl`, naming `producer` (default: the dvc.yaml stage whose
+    outs hold `path`) as the stage to re-run."""
+    with open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is named like any other
+        for number, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode()
+            except UnicodeDecodeError as exc:
+                raise ValueError(_bad_line(path, number, repr(raw)[2:-1], f"byte {exc.start + 1}: "
+                                           "not UTF-8 text", producer)) from exc
             if not line.strip():
                 continue
+            text = line.rstrip("\r\n")  # so an error at the line's end is at its last column
             try:
-                row = json.loads(line)
+                row = json.loads(text)
             except json.JSONDecodeError as exc:
-                raise ValueError(_bad_line(path, number, line, f"column {exc.colno}: not valid "
-                                           f"JSON ({exc.msg})")) from exc
+                raise ValueError(_bad_line(path, number, text, f"column {exc.colno}: not "
+                                           f"valid JSON ({exc.msg})", producer)) from exc
             if not isinstance(row, dict):  # bad data as above: callers catch one type
-                raise ValueError(_bad_line(path, number, line,  # noqa: TRY004
-                                           f"a JSON object expected, got {type(row).__name__}"))
-            rows.append(row)
-    return rows
+                raise ValueError(_bad_line(path, number, text,  # noqa: TRY004
+                                           f"a JSON object expected, got {type(row).__name__}",
+                                           producer))
+            yield number, row
 
 
-def _bad_line(path: str | Path, number: int, line: str, what: str) -> str:
+def _bad_line(path: str | Path, number: int, line: str, what: str,
+              producer: str | None = None) -> str:
+    producer = producer or producing_stage(path)
+    rerun = f"`dvc repro -s {producer}`" if producer else "the stage that writes it"
     return (f"{path}, line {number}, {what}: {line.strip()[:80]!r}; the file is damaged or "
-            "half-written: re-run the stage that writes it")
+            f"half-written: re-run {rerun}")
 
 
 def _jsonable(x: Any) -> Any:

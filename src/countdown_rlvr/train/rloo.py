@@ -37,7 +37,7 @@ import torch
 
 from ..core.config import Replicates, from_section, seeds_key
 from ..core.errors import StageError
-from ..core.io import read_jsonl, require_inputs
+from ..core.inputs import read_rows
 from ..core.replicates import model_dir
 from ..core.rl_config import INITS, RLRun
 from ..data.traces import strategy_prompt
@@ -618,11 +618,11 @@ def init_dir(stage: str, init: str, replicate: int, params: dict[str, Any]) -> s
     return model_dir(init, replicate)
 
 
-def first_problems(stage: str, path: str | Path, n: int | None) -> list[dict]:
+def first_problems(stage: str, path: str | Path, n: int | None, params: dict) -> list[dict]:
     """The first `n` problems of a problems file (all when null): the generator already
-    shuffled them, so the first N are a seeded random subset."""
-    require_inputs(stage, path)
-    return read_jsonl(path)[:n]
+    shuffled them, so the first N are a seeded random subset. The file is checked against
+    `params` first (core.inputs: its rows, keys and count)."""
+    return read_rows(stage, path, params)[:n]
 
 
 def fit_rl_and_save(stage: str, model, tok, problems: list[dict], cfg: RLRun, out_dir: str | Path,

@@ -387,8 +387,22 @@ def live_curves(name: str) -> Iterator[Any]:
     with atomic_path(f"dvclive/{name}") as tmp:
         # dvcyaml=None: dvc.yaml declares the plots itself; dvclive must not rewrite it
         live = Live(str(tmp), save_dvc_exp=False, dvcyaml=None)
-        yield live
-        live.end()
+        try:
+            yield live
+            live.end()
+        finally:
+            close_live_repo(live)
+
+
+def close_live_repo(live: Any) -> None:
+    """Close the DVC repo dvclive opens (and never closes) to read git. Left open, its
+    dulwich pack files are closed by their finalizers; when an exception's traceback keeps
+    `live` alive to interpreter shutdown, those run after imports stop working and print one
+    "Exception ignored ... sys.meta_path is None" traceback per pack file."""
+    repo = getattr(live, "_dvc_repo", None)  # dvclive has no public close
+    if repo is not None:
+        with contextlib.suppress(Exception):  # closing is cleanup: never the stage's error
+            repo.close()
 
 
 def fit_and_save(stage: str, tok, out_dir: str | Path, train: Callable, metrics: Callable | None = None,
