@@ -58,10 +58,16 @@ class RLRun(Optim, Adapter):
 
 
 @dataclass(frozen=True)
-class RL(RLRun):
-    """`rloo` (and `int.rloo` over it): an RLOO run from a trained policy of the arm's seed."""
+class _Init(Optim, Adapter):
     init: Annotated[str, choice(*INITS)]  # the policy the arm starts from (and its KL
     # reference): data/models/<init>/r<seed> of the arm's replicate seed
+
+
+@dataclass(frozen=True)
+class RL(RLRun, _Init):
+    """`rloo` (and `int.rloo` over it): an RLOO run from a trained policy of the arm's seed.
+    `init` comes in through _Init so that the fields keep their order (init before reward):
+    the model card of every RL policy lists its config in field order."""
 
 
 @dataclass(frozen=True)
