@@ -42,8 +42,10 @@ print(json.dumps({"changed": sorted(set(os.environ.items()) ^ set(before.items()
 @pytest.mark.parametrize("shared", [False, True])
 def test_stage_env_sets_what_is_unset_and_keeps_an_explicit_value(shared):
     assert stage_env({}, lambda: shared) == {
-        "THP_MEM_ALLOC_ENABLE": "1", **({"OMP_WAIT_POLICY": "PASSIVE"} if shared else {})}
-    explicit = {"OMP_WAIT_POLICY": "ACTIVE", "THP_MEM_ALLOC_ENABLE": "0"}
+        "THP_MEM_ALLOC_ENABLE": "1", "MKL_DYNAMIC": "FALSE", "OMP_DYNAMIC": "FALSE",
+        **({"OMP_WAIT_POLICY": "PASSIVE"} if shared else {})}
+    explicit = {"OMP_WAIT_POLICY": "ACTIVE", "THP_MEM_ALLOC_ENABLE": "0", "MKL_DYNAMIC": "TRUE",
+                "OMP_DYNAMIC": "TRUE"}
     assert stage_env(explicit, lambda: shared) == {}
 
 
