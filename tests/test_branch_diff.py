@@ -582,8 +582,27 @@ def test_a_confounded_row_is_marked_and_the_header_says_so():
     report = {"rev_a": "main", "rev_b": "lr", "alpha": 0.05, "test": "paired t-test",
               "reason": "shared inputs", "adjust": "holm", "family": 1, "family_shown": 1,
               "policies": None, "notes": [], "rows": [row], "hidden_unchanged": 0,
-              "upstream": "upstream policies differ for rloo",
+              "upstream": "differ: rloo from another sft",
               "warnings": ["CONFOUNDED: rloo was trained from a different sft"]}
     out = render(report)
-    assert "upstream: upstream policies differ for rloo" in out and "CONFOUNDED" in out
+    assert "upstream: differ: rloo from another sft" in out and "CONFOUNDED" in out
     assert any(line.startswith("rloo*") for line in out.splitlines())
+
+
+def test_an_init_the_variant_changed_is_its_chain_and_another_sft_is_a_confound():
+    from countdown_rlvr.analysis.branch_diff import (
+        FOUNDATION,
+        _upstream_line,
+        upstream,
+        upstream_of,
+    )
+
+    a = upstream(_lock("s" * 32))
+    b = yaml.safe_load(_lock("s" * 32))
+    b["stages"]["rloo@rloo-0"]["outs"][0]["md5"] = "n" * 32  # the variant changed rloo
+    b["stages"]["opd@opd-0"]["deps"][0]["md5"] = "n" * 32  # so OPD starts from another rloo
+    _, differ = upstream_of("opd", {"r0"}, a, upstream(yaml.safe_dump(b)))
+    assert differ == ["rloo"] and "rloo" not in FOUNDATION
+    line = _upstream_line({}, {"opd": ["rloo"]}, True)
+    assert line.startswith("the same base, teacher and SFT") and "the variant's own chain" in line
+    assert _upstream_line({"rloo": ["sft"]}, {}, True) == "differ: rloo from another sft"

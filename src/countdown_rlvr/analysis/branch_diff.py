@@ -228,9 +228,15 @@ def _name(model_dir: str) -> str:
     return re.sub(r"/r\d+$", "", model_dir.removeprefix(MODELS))
 
 
+# what every arm builds on: when one of these differs between the sides, a compared policy's
+# difference is not the variant's alone. An arm's init that is another arm (OPD from RLOO)
+# differs when the variant changed that arm: that is the variant's own chain, not a confound
+FOUNDATION = ("base", "teacher", "sft", "sft_early")
+
+
 def upstream_of(policy: str, tags, lock_a: dict, lock_b: dict) -> tuple[list[str], list[str]]:
     """(the upstream policies `policy`'s draws were trained from, those whose dvc.lock hash
-    differs between the sides for some draw): a difference there is not the variant's alone."""
+    differs between the sides for some draw)."""
     names, differ = {}, set()
     for tag in tags:
         out = MODELS + policy + ("" if tag == "shared" else f"/{tag}")
@@ -470,7 +476,8 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
         warnings, notes = warnings + w, notes + n
     up_a, up_b = (upstream(side.read("dvc.lock")) for side in (side_a, side_b))
     ups = {p: upstream_of(p, old[p].keys() | new[p].keys(), up_a, up_b) for p in known}
-    confounded = {p: d for p, (_, d) in ups.items() if d}
+    confounded = {p: f for p, (_, d) in ups.items() if (f := [u for u in d if u in FOUNDATION])}
+    chained = {p: c for p, (_, d) in ups.items() if (c := [u for u in d if u not in FOUNDATION])}
     rows, hidden = [], {}
     # every policy's rows, whatever --policy shows: they are the family Holm corrects over,
     # so narrowing the display cannot change an adjusted p
@@ -502,7 +509,8 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
             rows.append({"policy": policy, "metric": metric, "mean_a": float(np.mean(xa)),
                          "mean_b": float(np.mean(xb)), **stats, "n_a": len(xa),
                          "n_b": len(xb), "paired": bool(paired and tags),
-                         "upstream": ups[policy][0], "upstream_differs": ups[policy][1]})
+                         "upstream": ups[policy][0],
+                         "upstream_differs": confounded.get(policy, [])})
     family = adjust_family(rows, alpha, adjust)
     shown = [r for r in rows if not policies or r["policy"] in policies]
     test = ("paired t-test on per-replicate differences" if paired
@@ -514,10 +522,7 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
             " on the two sides, so its rows (marked *) mix the variant with a new upstream "
             "policy: the difference is not the variant's alone")
     return {"rev_a": rev_a, "rev_b": rev_b, "alpha": alpha, "test": test, "reason": reason,
-            "upstream": ("the same upstream policies on both sides for every compared policy"
-                         if not confounded and up_a and up_b else
-                         "upstream policies differ for " + ", ".join(confounded) if confounded
-                         else "upstream policies unknown (no dvc.lock on a side)"),
+            "upstream": _upstream_line(confounded, chained, bool(up_a and up_b)),
             "adjust": adjust, "family": family,
             "family_shown": sum(r["p_adj"] is not None for r in shown),
             "policies": sorted(policies) if policies else None, "warnings": warnings,
@@ -526,6 +531,21 @@ def diff(rev_a: str, rev_b: str = WORKSPACE, policies: list[str] | None = None,
                                     if not policies or p in policies),
             "replicates": {"a": {p: _natural(v) for p, v in old.items()},
                            "b": {p: _natural(v) for p, v in new.items()}}}
+
+
+def _upstream_line(confounded: dict, chained: dict, known: bool) -> str:
+    """The header's account of what the compared policies were trained from."""
+    if not known:
+        return "unknown (no dvc.lock with model dirs on a side)"
+    line = ("differ: " + "; ".join(f"{p} from another {', '.join(d)}"
+                                   for p, d in confounded.items())
+            if confounded else "the same base, teacher and SFT policies on both sides")
+    by_init: dict[str, list[str]] = defaultdict(list)
+    for p, inits in chained.items():
+        for i in inits:
+            by_init[i].append(p)
+    return line + "".join(f"; {', '.join(ps)} start from {i}, which differs (the variant's own "
+                          "chain)" for i, ps in by_init.items())
 
 
 def multiplicity(report: dict) -> str:

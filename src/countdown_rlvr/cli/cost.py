@@ -247,6 +247,8 @@ def run(args: argparse.Namespace, root: str | Path = ".") -> int:
     params = yaml.safe_load(Path(root, "params.yaml").read_text())
     keys = override_keys(args.overrides, params)
     stages = set().union(*(pipe.by_key(k) for k in keys), *(pipe.by_file(f) for f in args.file))
+    if keys:  # a params change re-runs the params check too (its output stays the same)
+        stages.add(GATE)
     what = " ".join([*(f"-S {o}" for o in args.overrides), *(f"--file {f}" for f in args.file)])
     print(f"{what}: {len(stages)} of {len(pipe.params)} stages, "
           f"~{minutes(pipe.seconds(stages, root))} min at the committed run's stage times "
