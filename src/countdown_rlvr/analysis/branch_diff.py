@@ -604,7 +604,8 @@ def render(report: dict, fmt: str = "text") -> str:
         return json.dumps(report, indent=2) + "\n"
     labels = [report["rev_a"], report["rev_b"]]
     header = [f"test: {report['test']} ({report['reason']})",
-              f"upstream: {report['upstream']}", multiplicity(report)]
+              *([f"upstream: {report['upstream']}"] if report.get("upstream") else []),
+              multiplicity(report)]
     if fmt == "text" and labels != [_short(label) for label in labels]:
         header.append("columns: " + ", ".join(f"{_short(x)} is {x}" for x in labels
                                               if _short(x) != x))
@@ -613,7 +614,7 @@ def render(report: dict, fmt: str = "text") -> str:
             "p", "adj. p", "verdict"]
     table = [head] + [_cells(r) for r in report["rows"]]
     if fmt == "md":
-        lines = [_md(header[0]), "", _md(header[1]), "", _md(header[2])]  # paragraphs
+        lines = [x for h in header for x in (_md(h), "")][:-1]  # one paragraph each
         lines += [f"\n> **{_md(w)}**" for w in report["warnings"]]
         lines += [f"\n> {_md(n)}" for n in report["notes"]] + [""]
         from .compare import md_table  # pandas and the stats: only when a table is printed
