@@ -37,7 +37,7 @@ from pathlib import Path
 import networkx as nx
 import yaml
 
-from ..core.config import at
+from ..core.config import at, has
 from ..core.io import write_text
 from .imports import ROOT
 
@@ -51,7 +51,7 @@ UNTIMED_S = 29.0
 # the stages every policy reads, and SFT: no key of a training section may reach them
 UPSTREAM = ("problems", "base", "traces", "teacher", "teacher_traces", "dedup", "pairs")
 TRAINING_SECTIONS = ("rloo", "opd", "ipo", "int", "distill", "repair")
-DOCS = {"keys": ROOT / "docs/running.md", "files": ROOT / "docs/design.md"}
+DOCS = {"keys": "docs/running.md", "files": "docs/design.md"}  # where each table goes
 
 
 @dataclass
@@ -193,32 +193,23 @@ def rendered(root: str | Path = ROOT) -> dict[Path, str]:
     pipe = Pipeline.load(root)
     params = yaml.safe_load(Path(root, "params.yaml").read_text())
     tables = {"keys": keys_table(pipe, params, root), "files": files_table(pipe, root)}
-    return {Path(root, DOCS[n].relative_to(ROOT)): _marked(
-        Path(root, DOCS[n].relative_to(ROOT)).read_text(), n, t) for n, t in tables.items()}
+    return {Path(root, DOCS[n]): _marked(Path(root, DOCS[n]).read_text(), n, t)
+            for n, t in tables.items()}
 
 
 def override_keys(overrides: list[str], params: dict) -> list[str]:
-    """`-S key=value` -> its leaf keys whose value the override changes (a section or list
-    override: the keys under it)."""
+    """The keys of `-S key=value` overrides whose value differs from params.yaml's (an
+    override that repeats the current value re-runs nothing)."""
     keys = []
     for o in overrides:
         key, eq, value = o.partition("=")
         if not eq:
             raise SystemExit(f"cost: -S {o!r} is not key=value (as `dvc exp run -S`)")
-        if at(params, key) is None and not _known(params, key):
+        if not has(params, key):
             raise SystemExit(f"cost: {key!r} is not a params.yaml key; see params.yaml")
         if yaml.safe_load(value) != at(params, key):
             keys.append(key)
     return keys
-
-
-def _known(params: dict, key: str) -> bool:
-    node: object = params
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -233,9 +224,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, root: str | Path = ".") -> int:
     if args.write or args.check:
-        stale = [p for p, text in rendered(root).items() if p.read_text() != text]
-        for p, text in rendered(root).items() if args.write else ():
-            write_text(p, text)
+        docs = rendered(root)
+        stale = [p for p, text in docs.items() if p.read_text() != text]
+        for p in stale if args.write else ():
+            write_text(p, docs[p])
         if args.check and stale:
             print(f"stale: {', '.join(map(str, stale))}; run `countdown-rlvr cost --write`")
             return 1
