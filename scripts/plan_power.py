@@ -107,6 +107,15 @@ def claim_power(rs: list[Route], n: int, alpha: float, n_problems: int | None
     return None if not powers or any(x is None for x in powers) else min(powers)
 
 
+def claim_alpha(alpha: float, family: int, claim, proxy_routes: list[Route] | None) -> float:
+    """The Holm strictest step a claim is planned at: alpha / the claims of its family / its
+    tests. A proxied claim is tested by its source's routes (it has no tests of its own at
+    the pilot), so it counts those; counting none planned it at alpha / family, too lenient."""
+    n_tests = len(proxy_routes) if proxy_routes is not None else \
+        (len(claim.tests()) or len(claim.plans))
+    return alpha / max(1, family) / max(1, n_tests)
+
+
 def variance_words(rs: list[Route]) -> str:
     return "; ".join(f"{r.label}: " + (
         "components (problems, replicates, residual) "
@@ -185,11 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     evaluated = claims_mod.evaluate(inp, plan)
     by = {c.name: c for c in evaluated}
     planned = {c.name: routes(c) for c in evaluated}
+    proxies: dict[str, list[Route]] = {}
     for target, source, scale in map(parse_proxy, args.proxy):
         if target not in plan.claims or source not in by:
             raise SystemExit(f"--proxy: {target!r} must be a claim of {args.plan} and "
                              f"{source!r} one the pilot evaluated ({', '.join(by)})")
-        planned[target] = proxied(by[source], plan.claims[target], scale)
+        planned[target] = proxies[target] = proxied(by[source], plan.claims[target], scale)
     n_seed = sum(1 for cp in plan.claims.values() if cp.family == "seed")
     n_ext = len(plan.claims) - n_seed
     print(f"plan: {args.plan}; pilot: {args.details}; alpha {plan.alpha} / {n_seed} seed "
@@ -206,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | " + " | ".join("---" for _ in args.n) + " |")
     for c in evaluated:
         fam = n_seed if c.family == "seed" else n_ext
-        alpha = plan.alpha / max(1, fam) / max(1, len(c.tests()) or len(c.plans))
+        alpha = claim_alpha(plan.alpha, fam, c, proxies.get(c.name))
         rs = planned[c.name]
         cells = []
         for n in args.n:

@@ -69,6 +69,17 @@ def test_a_proxy_scales_the_variances_and_takes_the_targets_effects():
         plan_power.parse_proxy("shaped_early:shaped")
 
 
+def test_a_proxied_claim_is_planned_at_its_sources_tests_not_at_none():
+    """Its own evaluation at the pilot has no tests (the arm was not trained); the proxy's
+    routes are the tests it will face, so alpha is split over them as for any claim."""
+    untested = SimpleNamespace(tests=list, plans=[object()])
+    two = [Route("effect", 0.1, True), Route("smaller than δ", 0.05, True)]
+    assert plan_power.claim_alpha(0.05, 12, untested, two) == pytest.approx(0.05 / 12 / 2)
+    assert plan_power.claim_alpha(0.05, 12, untested, None) == pytest.approx(0.05 / 12)
+    tested = SimpleNamespace(tests=lambda: ["a", "b", "c"], plans=[object()])
+    assert plan_power.claim_alpha(0.05, 12, tested, None) == pytest.approx(0.05 / 12 / 3)
+
+
 def test_a_relevelled_claim_takes_the_plans_rule_at_its_new_level():
     from countdown_rlvr.analysis.plan import load_plan, rule_delta
     plan = load_plan(ROOT / "plan.yaml")
