@@ -57,10 +57,10 @@ def check_graph(params: dict) -> None:
     if made == yaml.safe_load(Path("dvc.yaml").read_text())["stages"]:
         return
     keys = changed_keys(params)
-    raise io.StageError("check_params", "dvc.yaml was made for other params: a value that adds "
-                        "or removes stages changed" + (f" (changed: {', '.join(keys)})" if keys
-                                                       else "") +
-                        "; run `python -m countdown_rlvr.cli.experiment --write`, then run "
+    raise io.StageError("check_params", "dvc.yaml's stages are not what these params (and this "
+                        "code's imports) make: a value that adds or removes a stage changed" +
+                        (f" (changed: {', '.join(keys)})" if keys else ", or a stage's imports")
+                        + "; run `python -m countdown_rlvr.cli.experiment --write`, then run "
                         "again" + (f". {RESTORE}" if keys else ""))
 
 
