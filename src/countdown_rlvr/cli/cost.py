@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ import yaml
 from ..core.config import at, has
 from ..core.io import write_text
 from .imports import ROOT
+from .stage_map import replicate_group
 
 GATE = "check_params"
 # the committed run (08665ea, an idle 2-core Zen 5): 165 min 14 s for 122 stages, of which 62
@@ -126,7 +126,7 @@ def group(stages: set[str]) -> dict[str, int]:
     """`rloo@rloo-6`, `rloo@rloo-7` -> {`rloo@rloo`: 2}: replicates counted, not listed."""
     out: dict[str, int] = defaultdict(int)
     for s in stages:
-        out[re.sub(r"@\d+$|-\d+$", "", s)] += 1
+        out[replicate_group(s)] += 1
     return dict(sorted(out.items()))
 
 
