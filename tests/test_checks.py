@@ -1,6 +1,9 @@
 """Tests for countdown_rlvr.analysis.checks: each arm's stated check on its details' keys, per
 replicate, and what a claim reads when an arm fails or was not measured."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from countdown_rlvr.analysis.checks import (
@@ -8,18 +11,20 @@ from countdown_rlvr.analysis.checks import (
     FAIL,
     NOT_MEASURED,
     PASS,
+    PATCH_LIFT,
+    S3_PATCH_LIFT,
     check,
     distilled,
     forward_kl_falls,
     margin_rises,
-    patched_solves,
+    patch_lifts,
     rollouts_rise,
     summarize,
     trained_on_signal,
 )
 
 
-def test_forward_kl_margin_and_patched_checks():
+def test_forward_kl_and_margin_checks():
     assert forward_kl_falls({"forward_kl_first": 0.5, "forward_kl_final": 0.3}) is True
     assert forward_kl_falls({"forward_kl_first": 0.3, "forward_kl_final": 0.3}) is False
     assert forward_kl_falls({"forward_kl_first": None, "forward_kl_final": None}) is None  # rloo
@@ -33,14 +38,63 @@ def test_forward_kl_margin_and_patched_checks():
                          "chosen_reward_final": -2.0}) is False
     assert margin_rises({"val_margin_before": 0.0, "val_margin_after": 0.4}) is None
     assert margin_rises({"margin_first": 0.0, "margin_final": 1.0}) is None  # training margin: not it
-    # the patch solves half its RL problems, and the claim's held-out set is large enough
-    assert patched_solves({"patched_solved_frac": 0.5, "unsolved_heldout": 200}) is True
-    assert patched_solves({"patched_solved_frac": 0.2, "unsolved_heldout": 280}) is False
-    # a patch that works on a held-out set too small for the claim's test (the 400-problem
-    # pool's 36-42): the claim cannot be decided there
-    assert patched_solves({"patched_solved_frac": 0.6, "unsolved_heldout": 199}) is False
-    assert patched_solves({"patched_solved_frac": 0.6}) is None
-    assert patched_solves({}) is None
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def int_details(patched=0.35, unpatched=0.15, start=0.13, final=0.25, plain=0.015, held=279):
+    """int.json's keys the interventions' check reads (research.interventions_metrics)."""
+    return {"pass_at_k": {"int_sft": {"pass@k": patched}, "sft": {"pass@k": unpatched}},
+            "rloo": {"pass_rate_first": start, "pass_rate_final": final},
+            "plain_rl": {"pass_rate_first": plain}, "unsolved_heldout": held}
+
+
+def test_interventions_check_is_s3s_lift_and_reward_where_plain_rl_has_none():
+    """S3 Table 1: its patch solves 202 of 235 hard problems, the base 98 (2.06x); the check
+    asks half the gain. A patch at S3's own per-sample accuracy (7.71%) solves < 50% at K = 8
+    and passes: the share solved is not the test."""
+    assert S3_PATCH_LIFT == pytest.approx(2.061, abs=1e-3)
+    assert PATCH_LIFT == pytest.approx(1.531, abs=1e-3)
+    s3_at_8 = 1 - (1 - 0.0771) ** 8  # S3's patch at K = 8: 47%
+    assert s3_at_8 < 0.5
+    assert patch_lifts(int_details(patched=s3_at_8, unpatched=s3_at_8 / S3_PATCH_LIFT)) is True
+    assert patch_lifts(int_details()) is True
+    # lift: at the bound passes, just below it (or S3's harmful "+ suffix" 1.13x) fails
+    assert patch_lifts(int_details(patched=PATCH_LIFT * 0.2, unpatched=0.2)) is True
+    assert patch_lifts(int_details(patched=1.5 * 0.2, unpatched=0.2)) is False
+    assert patch_lifts(int_details(patched=111 / 235, unpatched=98 / 235)) is False
+    # the unpatched policy solves none: any solved problem is a lift, none is not
+    assert patch_lifts(int_details(patched=0.05, unpatched=0.0)) is True
+    assert patch_lifts(int_details(patched=0.0, unpatched=0.0)) is False
+    # reward where plain RL has none: RL from the patch starts above plain RL's rate, and rises
+    assert patch_lifts(int_details(start=0.015, plain=0.015)) is False
+    assert patch_lifts(int_details(start=0.01, plain=0.015)) is False
+    assert patch_lifts(int_details(final=0.13)) is False  # flat: RL learned nothing from it
+    # a held-out set too small for the claim's test (the 400-problem pool's 36-42)
+    assert patch_lifts(int_details(held=199)) is False
+    assert patch_lifts(int_details(held=200)) is True
+    # details without a quantity (a stage before the key existed): not measured
+    no_plain = int_details()
+    del no_plain["plain_rl"]
+    assert patch_lifts(no_plain) is None
+    assert patch_lifts({**int_details(), "pass_at_k": {"int_sft": {"pass@k": 0.3}}}) is None
+    assert patch_lifts({"patched_solved_frac": 0.6, "unsolved_heldout": 280}) is None
+    assert patch_lifts({}) is None
+    assert CHECKS["int"].test is patch_lifts
+    assert "S3 Table 1" in CHECKS["int"].words and "50%" not in CHECKS["int"].words
+
+
+def test_the_committed_interventions_pass_s3s_check():
+    """The committed run (replicates r6-r9): patch lift 2.1-4.6x over SFT on RL's problems, RL
+    from the patch starting at 0.117-0.151 against plain RL's 0.010-0.018, 226-298 held out.
+    Under the former 50% share rule all four failed; the claim is tested."""
+    tags = ["r6", "r7", "r8", "r9"]
+    runs = {t: json.loads((ROOT / f"reports/details/int/{t}.json").read_text()) for t in tags}
+    result = check("int", runs, tags)
+    assert result.per_replicate == dict.fromkeys(tags, PASS)
+    assert summarize([result]) == (PASS, None)
+    assert all(m["patched_solved_frac"] < 0.5 for m in runs.values())  # the former rule: fail
 
 
 def test_the_early_arms_check_passes_a_flat_run_and_fails_one_that_could_not_learn():

@@ -33,11 +33,15 @@ UNLOCK_BY = 0.75  # the curriculum's first unlock must come before this share of
 # whose chosen answers fell this far below SFT's, in mean log-prob per token, no longer
 # writes them (a 60-token answer at -0.5 nats/token is e^-30 as likely as under SFT)
 CHOSEN_DROP = 0.5
-# The patch must give RL a reward: the patched policy solves (within int.k samples) at least
-# this share of the problems RL trains on. S3 Table 1: its patch (prefix + intervention,
-# filtered) solves 202 of its 235 hard problems at least once (86%), the unpatched base's
-# rollouts 98 (42%); half asks more than S3's unpatched base, well short of its patch.
-PATCH_SOLVES = 0.5
+# The interventions, judged as S3 judges its patch (docs/defaults.md#int). S3 Table 1 (§4.2):
+# its patch (prefix + intervention, filtered) gets a correct rollout on 202 of its 235 hard
+# problems, the unpatched base on 98, a 2.06x lift in the problems RL can get reward on. The
+# check asks half that gain, 1.53x: on RL's ~50 problems, where the unpatched policy solves
+# 4-8, a patch as good as S3's measures below its 2.06x about half the time (S3 gives no
+# sample count or interval there); the patch variant S3 finds hurts RL's exploration,
+# cloning the completion too (111 of 235, 1.13x), still fails it.
+S3_PATCH_LIFT = 202 / 98
+PATCH_LIFT = 1 + (S3_PATCH_LIFT - 1) / 2
 
 
 def _num(m: Mapping, key: str) -> float | None:
@@ -71,14 +75,38 @@ def margin_rises(m: Mapping) -> bool | None:
     return after > before and chosen > -CHOSEN_DROP and ipo >= (1 - margin) * sft
 
 
-def patched_solves(m: Mapping) -> bool | None:
-    """Interventions: before RL, the patched policy solves (in its samples) at least
-    PATCH_SOLVES of the problems RL trains on, so RL has a reward to learn from; and at least
-    MIN_HELDOUT unsolved problems were held out, the problems the claim's test reads (with
-    fewer it cannot resolve an effect of S3's size: an inconclusive verdict would read as
-    evidence)."""
-    frac, held = _num(m, "patched_solved_frac"), _num(m, "unsolved_heldout")
-    return None if frac is None or held is None else frac >= PATCH_SOLVES and held >= MIN_HELDOUT
+def _at(m: Mapping, *keys: str) -> float | None:
+    """The number at a nested key path of the details (None if any level is missing)."""
+    for key in keys[:-1]:
+        m = m.get(key)
+        if not isinstance(m, Mapping):
+            return None
+    return _num(m, keys[-1])
+
+
+def patch_lifts(m: Mapping) -> bool | None:
+    """Interventions, S3's measures of its patch (S3 §4.2-4.3, Table 1, Fig. 8a):
+    lift: before RL, the patched policy (int_sft) solves at least PATCH_LIFT times as many of
+    RL's problems within `int.k` samples as the unpatched SFT policy on the same problems and
+    sampling seed (and at least one; S3 Table 1's "Nonzero Acc.", patch against base);
+    reward where plain RL has none: RL from the patch starts with a higher training pass rate
+    than the same RL from the unpatched policy (S3 §4.3: the patch exists so that rollouts
+    get reward on problems the base cannot solve), and that rate rises (S3 Fig. 8a: RL from
+    the patch raises its training reward, RL from the base does not);
+    and at least MIN_HELDOUT unsolved problems were held out, the problems the claim's test
+    reads (with fewer it cannot resolve S3 Table 2's held-out effect: an inconclusive verdict
+    would read as evidence).
+
+    Why not a share solved: S3 sets none, and its own patch (per-sample accuracy 7.71%, Table
+    1) solves at most 1 - (1 - 0.0771)^8 = 47% of its problems at K = 8."""
+    patched = _at(m, "pass_at_k", "int_sft", "pass@k")  # before RL, RL's problems
+    unpatched = _at(m, "pass_at_k", "sft", "pass@k")
+    start, final = _at(m, "rloo", "pass_rate_first"), _at(m, "rloo", "pass_rate_final")
+    plain, held = _at(m, "plain_rl", "pass_rate_first"), _num(m, "unsolved_heldout")
+    if None in (patched, unpatched, start, final, plain, held):
+        return None
+    lifted = patched > 0 and patched >= PATCH_LIFT * unpatched
+    return lifted and start > plain and final > start and held >= MIN_HELDOUT
 
 
 def rollouts_rise(m: Mapping) -> bool | None:
@@ -150,6 +178,10 @@ IPO_WORDS = (f"preference margin on held-out pairs rises, chosen answers lose < 
              "ipo.skill_margin) x SFT's")
 DISTILL_WORDS = ("trained, its loss fell, and it solves the problems of its training repairs "
                  "without feedback more often than SFT (pass@1)")
+INT_WORDS = (f"before RL the patch solves >= {PATCH_LIFT:.2f}x the unpatched policy's share of "
+             f"RL's problems (S3 Table 1: {S3_PATCH_LIFT:.2f}x), RL from it starts above plain "
+             f"RL's training pass rate and rises (S3 Fig. 8a), and >= {MIN_HELDOUT} unsolved "
+             "problems are held out")
 # an arm's check (arms.ARMS: Arm.check), by its function's name -> (words, function)
 ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
     "forward_kl_falls": ("forward KL to the teacher falls", forward_kl_falls),
@@ -158,9 +190,7 @@ ARM_CHECKS: dict[str, tuple[str, Callable[[Mapping], bool | None]]] = {
 }
 CHECKS: dict[str, Check] = {
     **{a.name: Check(f"{a.name}.json", *ARM_CHECKS[a.check]) for a in ARMS if a.check},
-    "int": Check("int.json", f"the patched policy solves >= {PATCH_SOLVES:.0%} of RL's problems "
-                 f"before RL, and >= {MIN_HELDOUT} unsolved problems are held out",
-                 patched_solves),
+    "int": Check("int.json", INT_WORDS, patch_lifts),
     "distill_R": Check("distill/R.json", DISTILL_WORDS, distilled),
     **{f"ipo_{s}": Check(f"ipo/{s}.json", IPO_WORDS, margin_rises)
        for s in ("scripted", "easyneg", "hardneg", "base")},
