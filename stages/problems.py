@@ -3,14 +3,18 @@ generator, pairwise disjoint.
 
 - `test` is the confirmatory split: drawn from `problems.test_seed`, a seed no pilot has read,
   and read by the evaluations the claims are decided on, never by a pilot or a tuning run.
-- `dev` is the development split: the problems the test split held before `test_seed` (the
-  stream of `problems.seed` and the name "test", renamed `dev-00000`, ...). Pilots and tuning
-  measure there, and the policies of `evaluate.dev_policies` are sampled on it too.
+- `dev` is the development split: the previous confirmatory run's test split, drawn again from
+  its seed (`problems.dev_seed`) and renamed `dev-00000`, .... Pilots and tuning measure there,
+  and the policies of `evaluate.dev_policies` are sampled on it too. So each regeneration's
+  plan is made on the problems the run before it decided on, and decides on new ones.
+- The first runs' test split (the stream "test" of `problems.seed`, the dev split before
+  `dev_seed`) stays out of every split: pilots tuned on it.
 - `unseen` is the pool no stage trains on (no traces, pairs or RL prompts come from it): the
   interventions stage selects its "unsolved" problems there, so transfer is measured on
   problems the student has never seen in training. Nothing else reads it.
 
-Each split excludes the ones drawn before it, in this order: dev, test, ood, unseen, train. So
+Each split excludes the ones drawn before it, in this order: the first runs' test split, dev,
+test, ood, unseen, train. So
 the test split depends on neither the train size nor the interventions' pool."""
 
 import os
@@ -40,9 +44,14 @@ def make_splits(cfg: Problems) -> dict[str, list]:
     """Every split, pairwise disjoint: each excludes the problems of the ones before it."""
     common = {"number_range": tuple(cfg.number_range)}
     mix = {"n_numbers": tuple(cfg.n_numbers), "target_range": tuple(cfg.target_range)}
-    # the test split as it was drawn before test_seed existed (stream "test" of `seed`)
-    dev = renamed(generate_problems(cfg.n_dev, cfg.seed, "test", **mix, **common), "dev")
-    seen = {problem_key(q.numbers, q.target) for q in dev}
+    # the test splits of the runs before: the first runs' (stream "test" of `seed`), which
+    # their pilots read, then the previous run's (`dev_seed`, drawn as it was then: excluding
+    # the first), the development split now
+    first = generate_problems(cfg.n_dev, cfg.seed, "test", **mix, **common)
+    seen = {problem_key(q.numbers, q.target) for q in first}
+    dev = renamed(generate_problems(cfg.n_dev, cfg.dev_seed, "test", **mix, exclude=seen,
+                                    **common), "dev")
+    seen |= {problem_key(q.numbers, q.target) for q in dev}
     test = generate_problems(cfg.n_test, cfg.test_seed, "test", **mix, exclude=seen, **common)
     seen |= {problem_key(q.numbers, q.target) for q in test}
     ood = generate_problems(cfg.n_ood, cfg.seed, "ood", tuple(cfg.ood_n_numbers),

@@ -77,7 +77,7 @@ CASES = [
     ({"opd": {"init": "teacher"}}, "opd.init", "one of sft, sft_early, rloo"),
     ({"sft": {"early_step": 0}}, "sft.early_step", "null or an integer >= 1"),
     ({"problems": {"n_tset": 100}}, "problems.n_tset",
-     "known in `problems`: seed, test_seed, n_train"),
+     "known in `problems`: seed, dev_seed, test_seed"),
     # every section refuses a key its class lacks, naming the keys it has
     ({"dedup": {"treshold": 0.9}}, "dedup.treshold", "known in `dedup`: sources, threshold"),
     ({"int": {"sft": {"epoch": 2}}}, "int.sft.epoch",

@@ -1,18 +1,21 @@
 """Stage `problems`: the five splits are pairwise disjoint, the `unseen` pool (the
 interventions' problems) shares no problem with anything a stage trains on, `dev` is the test
-split as it was drawn before `problems.test_seed`, and the confirmatory `test` split depends
-on neither the train size nor the interventions' pool."""
+split the previous run decided on (drawn again from `problems.dev_seed`), the first runs' test
+split stays out of every split, and the confirmatory `test` split depends on neither the train
+size nor the interventions' pool."""
 
 import json
 import runpy
 import sys
 from dataclasses import replace
 
+import pytest
 import yaml
 from conftest import ROOT
 
 from countdown_rlvr.core.config import from_section
 from countdown_rlvr.core.data_config import Problems
+from countdown_rlvr.core.errors import StageError
 from countdown_rlvr.task.generate import generate_problems, problem_key
 
 SMALL = {"n_train": 400, "count_train_solutions": 0, "n_dev": 40, "n_test": 40, "n_ood": 10,
@@ -58,18 +61,33 @@ def test_the_splits_are_pairwise_disjoint_and_unseen_has_trains_mix(tmp_path, mo
         k: len(v) for k, v in splits.items()}
 
 
-def test_dev_is_the_test_split_the_seed_drew_before_test_seed_renamed():
+def keys(problems) -> set:
+    return {problem_key(q.numbers, q.target) for q in problems}
+
+
+def test_dev_is_the_previous_runs_test_split_renamed_and_the_first_stays_out():
     cfg = small_config()
     splits = make_splits(cfg)
-    before = generate_problems(cfg.n_dev, cfg.seed, "test", tuple(cfg.n_numbers),
-                               tuple(cfg.number_range), tuple(cfg.target_range))
+    mix = (tuple(cfg.n_numbers), tuple(cfg.number_range), tuple(cfg.target_range))
+    first = generate_problems(cfg.n_dev, cfg.seed, "test", *mix)
+    # the previous run drew its test split from dev_seed excluding the first runs' split: the
+    # code of that run, as it was (make_splits before dev_seed existed)
+    previous_test = generate_problems(cfg.n_dev, cfg.dev_seed, "test", *mix,
+                                      exclude=keys(first))
     assert splits["dev"] == [replace(q, id=f"dev-{i:05d}", split="dev")
-                             for i, q in enumerate(before)]
+                             for i, q in enumerate(previous_test)]
+    for name, probs in splits.items():  # pilots tuned on the first runs' test split
+        assert not keys(probs) & keys(first), name
     # the confirmatory split: another stream, the same mix
-    assert [q.n_numbers for q in splits["test"]] == [q.n_numbers for q in before]
-    assert {q.id for q in splits["test"]} == {q.id for q in before}
-    assert not {problem_key(q.numbers, q.target) for q in splits["test"]} & {
-        problem_key(q.numbers, q.target) for q in before}
+    assert [q.n_numbers for q in splits["test"]] == [q.n_numbers for q in first]
+    assert not keys(splits["test"]) & keys(splits["dev"])
+
+
+def test_a_seed_shared_by_two_splits_is_refused():
+    for a, b in (("seed", "test_seed"), ("dev_seed", "test_seed"), ("seed", "dev_seed")):
+        value = small_config().__getattribute__(a)
+        with pytest.raises(StageError, match=f"problems.{b} must differ from problems.{a}"):
+            small_config(**{b: value})
 
 
 def test_the_test_split_follows_its_seed_not_the_train_size_or_the_pool():
@@ -79,3 +97,5 @@ def test_the_test_split_follows_its_seed_not_the_train_size_or_the_pool():
     assert bigger["unseen"][:60] == base["unseen"]  # a larger pool extends the smaller one
     other = make_splits(small_config(test_seed=small_config().test_seed + 1))
     assert other["test"] != base["test"] and other["dev"] == base["dev"]
+    moved = make_splits(small_config(dev_seed=small_config().dev_seed - 1))
+    assert moved["dev"] != base["dev"]

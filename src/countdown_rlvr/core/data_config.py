@@ -60,11 +60,12 @@ Operands = Annotated[list[int], list_of(integer(2, MAX_NUMBERS))]  # operand cou
 @dataclass(frozen=True)
 class Problems:
     """`problems`: the train / dev / test / OOD / unseen problem files."""
-    seed: Seed  # generation seed of every split but test
+    seed: Seed  # generation seed of every split but dev and test
+    dev_seed: Seed  # the development split's: the previous confirmatory run's test split
     test_seed: Seed  # the confirmatory test split's seed, never read by any pilot
     n_train: Pos  # train pool size
     count_train_solutions: Count  # first N train problems get their solutions counted
-    n_dev: Pos  # development problems: the test split drawn before test_seed (pilots, tuning)
+    n_dev: Pos  # development problems (pilots, tuning): the previous run's n_test
     n_test: Pos  # held-out evaluation problems (confirmatory)
     n_ood: Count  # out-of-distribution problems
     n_unseen: Count  # problems no stage trains on (the interventions' pool)
@@ -75,12 +76,15 @@ class Problems:
     ood_target_range: Annotated[list[int], int_range(0)]  # [low, high] of OOD targets
 
     def __post_init__(self):
-        # the seed's "test" stream is the dev split's: the same seed would draw the test split
-        # from the problems the pilots read (every one of dev's, then the ones after them)
-        if self.test_seed == self.seed:
-            raise ValueError(f"problems.test_seed must differ from problems.seed (both "
-                             f"{self.seed}): the confirmatory test split is drawn from a seed no "
-                             "pilot has read; set test_seed to a value never used before")
+        # each seed's "test" stream is one split: a shared seed would draw the test split from
+        # the problems the pilots read (every one of dev's, then the ones after them)
+        seeds = {"seed": self.seed, "dev_seed": self.dev_seed, "test_seed": self.test_seed}
+        for a, b in (("seed", "test_seed"), ("dev_seed", "test_seed"), ("seed", "dev_seed")):
+            if seeds[a] == seeds[b]:
+                raise ValueError(
+                    f"problems.{b} must differ from problems.{a} (both {seeds[a]}): the "
+                    "confirmatory test split is drawn from a seed no pilot has read, the dev "
+                    "split from the previous run's; set test_seed to a value never used before")
 
 
 @dataclass(frozen=True)
