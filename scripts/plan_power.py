@@ -281,13 +281,13 @@ def eval_minutes(arms: tuple[str, ...], d: Design) -> float:
 def design_table(evaluated: list, planned: dict, inp, plan: Plan, designs: list[Design],
                  alphas: dict, n_problems: int | None, draw_share: float) -> list[str]:
     """The --design table's lines (markdown)."""
-    lines = [f"designs: inits x OPD draws per init @ samples per test problem; power at the "
-             f"plan's effect and MDE at power {plan.power:g}, with the pilot's variance and "
-             f"conservatively (a between-replicate mean square on < {plan.two_stage.min_df} "
-             f"df at its {plan.two_stage.confidence:.0%} upper bound); draw share of the "
-             f"between-replicate variance {draw_share:g}\n",
-             "| claim | design | OPD runs | eval min | power | power (conservative) | MDE | "
-             "MDE (conservative) | plan's effect |",
+    lines = [(f"designs: inits x OPD draws per init @ samples per test problem; power at the "
+              f"plan's effect and MDE at power {plan.power:g}, with the pilot's variance and "
+              f"conservatively (a between-replicate mean square on < {plan.two_stage.min_df} "
+              f"df at its {plan.two_stage.confidence:.0%} upper bound); draw share of the "
+              f"between-replicate variance {draw_share:g}\n"),
+             ("| claim | design | OPD runs | eval min | power | power (conservative) | MDE | "
+              "MDE (conservative) | plan's effect |"),
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in evaluated:
         if c.name not in DESIGN_CLAIMS or not planned.get(c.name):

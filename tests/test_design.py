@@ -2,6 +2,8 @@
 nested test of OPD draws within RLOO inits (the t-test on init means; its size where a test
 that counts draws as replicates fails), and the conservative planning variance."""
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy.stats import chi2, ttest_1samp
@@ -31,7 +33,7 @@ def test_pass_at_k_variance_closed_forms():
     assert pass_at_k_var(P, 16, 16) == pytest.approx(pi * (1 - pi))
     # more samples never add variance, and a sure problem has none
     v = [pass_at_k_var(P, n, 16) for n in (16, 32, 64, 128)]
-    assert all((a >= b - 1e-15).all() for a, b in zip(v, v[1:]))
+    assert all((a >= b - 1e-15).all() for a, b in itertools.pairwise(v))
     assert v[0][[0, -1]].tolist() == [0.0, 0.0]
 
 

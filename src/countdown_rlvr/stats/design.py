@@ -37,7 +37,6 @@ from scipy.stats import t as t_dist
 from .crossed import CrossedTest, crossed_power, crossed_test
 from .power import ALTERNATIVES
 
-
 # --------------------------------------------------------------------------- sampling noise
 
 @functools.cache
