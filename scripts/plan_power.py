@@ -28,6 +28,19 @@ test split becomes the next run's development split): `--level CLAIM=LEVEL[,LEVE
 claim's development level (and its second quantity's) and re-derives its delta by the plan's
 rule, before the claims are evaluated, so every route's effect and bound are the new plan's.
 
+Where the noise is (`--design`): the OPD rows (DESIGN_CLAIMS) planned again under designs
+R x D @ n: R RLOO inits, D OPD draws from each (the test averages an init's draws first:
+stats.design.nested_crossed), n samples per test problem for the claim's arms
+(evaluate.n_by_policy). Each route's residual swaps its sampling part at the pilot's n for
+the binomial one at n (stats.design.sampling_var, from the pilot's per-problem rates), and
+draws shrink the draw parts (stats.design.nested_components; `--draw-share`: the share of the
+between-replicate variance that is the draws', default 0, conservative). Both with the
+pilot's variance and conservatively (plan.yaml `two_stage`: a between-replicate mean square
+on fewer than min_df degrees of freedom at its upper bound): power and the minimum
+detectable effect (MDE) at the plan's power.
+
+    python scripts/plan_power.py --design 4x1@16 4x2@64 8x1@64
+
 The pilot's replicates are not the run's: run this on a run whose replicate seeds the next
 run does not use, on problems the next run's decisions are not made on (docs/statistics.md,
 "Planning the next run").
@@ -36,18 +49,26 @@ run does not use, on problems the next run's decisions are not made on (docs/sta
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import dataclass, replace
 
 from countdown_rlvr.analysis import claims as claims_mod
 from countdown_rlvr.analysis.plan import PLAN_FILE, ClaimPlan, Plan, load_plan, rule_delta
 from countdown_rlvr.analysis.report import IPO_SOURCES
-from countdown_rlvr.analysis.results import load_inputs
+from countdown_rlvr.analysis.results import get, load_inputs
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import Replicates, from_section
 from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.stats import t_power
 from countdown_rlvr.stats.crossed import crossed_power
+from countdown_rlvr.stats.design import (
+    at_samples,
+    conservative_components,
+    crossed_mde,
+    nested_components,
+    sampling_var,
+)
 from countdown_rlvr.task.prompts import REPAIR_LABELS
 
 
@@ -61,6 +82,7 @@ class Route:
     components: tuple[float, float, float] | None = None
     n_problems: int = 0
     sd: float | None = None
+    replicates: int = 0  # the pilot's, behind the components (its MS_replicate: R - 1 df)
 
 
 def routes(c: claims_mod.Claim) -> list[Route]:
@@ -69,7 +91,8 @@ def routes(c: claims_mod.Claim) -> list[Route]:
         comps = p.crossed.components() if p.crossed is not None else None
         out.append(Route(p.label, p.seed, p.one_sided if p.seed_one_sided is None
                          else p.seed_one_sided, comps,
-                         p.crossed.n_problems if p.crossed is not None else 0, p.sd))
+                         p.crossed.n_problems if p.crossed is not None else 0, p.sd,
+                         p.crossed.n if p.crossed is not None else 0))
     return out
 
 
@@ -83,7 +106,7 @@ def proxied(source: claims_mod.Claim, target: ClaimPlan, scale: float) -> list[R
         comps = None if r.components is None else tuple(v * scale for v in r.components)
         sd = None if r.sd is None else r.sd * scale ** 0.5
         out.append(Route(f"{r.label} (from {source.name}, x{scale:g})", effect, r.one_sided,
-                         comps, r.n_problems, sd))
+                         comps, r.n_problems, sd, r.replicates))
     return out
 
 
@@ -167,6 +190,129 @@ def relevel(plan: Plan, name: str, level: float, level_k: float | None = None) -
     return replace(plan, claims={**plan.claims, name: replace(cp, **fields)})
 
 
+# --------------------------------------------------------------------------- --design
+# the claims whose arms the designs change: OPD's chain (inits x draws) and its pass@k arms
+DESIGN_CLAIMS = ("opd_beats_rloo", "opd_anti_collapse")
+EVAL_S = 13.0  # one evaluation of 400 problems x 16 samples (the committed run), seconds
+OPD_ARMS = ("opd", "opd_ac")  # trained D times per init; rloo once per init
+
+
+@dataclass(frozen=True)
+class Design:
+    """R RLOO inits, D OPD draws from each, n samples per test problem of the claim's arms."""
+    inits: int
+    draws: int
+    samples: int
+
+    def __str__(self) -> str:
+        return f"{self.inits}x{self.draws}@{self.samples}"
+
+
+def parse_design(text: str) -> Design:
+    m = re.fullmatch(r"(\d+)x(\d+)@(\d+)", text)
+    if not m or int(m[1]) < 2 or int(m[2]) < 1 or int(m[3]) < 1:
+        raise SystemExit(f"--design {text!r}: write INITSxDRAWS@SAMPLES with inits >= 2, e.g. "
+                         "8x1@64")
+    return Design(*map(int, m.groups()))
+
+
+def pooled_rates(per_problem: dict | None):
+    """(each problem's pooled correct share over the pilot's replicates, samples per problem
+    per replicate) of a policy's per-problem records; None without them."""
+    if not per_problem:
+        return None
+    n = sum(v[0] for v in per_problem.values())
+    c = sum(v[1] for v in per_problem.values())
+    return c / n, int(next(iter(per_problem.values()))[0].max())
+
+
+def route_k(r: Route, k: int | None = None) -> int | None:
+    """The k of a route's pass@k: the one its label names, else `k` (the claim's)."""
+    m = re.search(r"pass@(\d+)", r.label)
+    return int(m[1]) if m else k
+
+
+def design_route(r: Route, d: Design, rates: tuple, two_stage=None, draw_share: float = 0.0,
+                 k: int | None = None) -> Route:
+    """`r` under design `d`: the residual's sampling part at the pilot's n swapped for the one
+    at d.samples, the draws' parts shrunk by d.draws; with `two_stage` (plan.TwoStage) the
+    pilot's MS_replicate first at its upper bound when it rests on too few df."""
+    k = route_k(r, k)
+    if r.components is None or k is None:
+        return r
+    (p_a, n_a), (p_b, n_b) = rates
+    comps = r.components
+    if two_stage is not None:
+        comps = conservative_components(comps, r.n_problems, r.replicates,
+                                        two_stage.confidence, two_stage.min_df)
+    new = sampling_var(p_a, p_b, d.samples, k)
+    comps = at_samples(comps, sampling_var(p_a, p_b, min(n_a, n_b), k), new)
+    comps = nested_components(comps, d.draws, draw_share, new)
+    return replace(r, components=comps)
+
+
+def design_row(rs: list[Route], d: Design, alpha: float, power: float, n_problems: int | None,
+               rates: tuple, two_stage=None, draw_share: float = 0.0, k: int | None = None
+               ) -> tuple[float | None, float | None]:
+    """(the claim's power under `d`, its MDE: the largest over its effect routes of the
+    smallest effect each detects at `power`; k: the claim's, for a label that names none)."""
+    planned = [design_route(r, d, rates, two_stage, draw_share, k) for r in rs]
+    pw = claim_power(planned, d.inits, alpha, n_problems)
+    mdes = [crossed_mde(r.components, n_problems or r.n_problems, d.inits, alpha, power,
+                        "greater" if r.one_sided else "two-sided")
+            for r in planned if r.components is not None and "smaller" not in r.label]
+    return pw, max(mdes) if mdes else None
+
+
+def pair_top_k(compare: dict | None, a: str, b: str) -> int | None:
+    """The largest k compare.json has for the pair of a and b, in either order (test split)."""
+    ks = [int(x[1:]) for key in (f"{a}_vs_{b}", f"{b}_vs_{a}")
+          for x in get(compare, "pairs", key, "test", default={})]
+    return max(ks, default=None)
+
+
+def eval_minutes(arms: tuple[str, ...], d: Design) -> float:
+    """The claim's arms' evaluations under `d`, minutes: an OPD arm's per draw, others' per
+    init, each EVAL_S x samples / 16."""
+    runs = sum(d.inits * (d.draws if a in OPD_ARMS else 1) for a in arms)
+    return runs * EVAL_S * d.samples / 16 / 60
+
+
+def design_table(evaluated: list, planned: dict, inp, plan: Plan, designs: list[Design],
+                 alphas: dict, n_problems: int | None, draw_share: float) -> list[str]:
+    """The --design table's lines (markdown)."""
+    lines = [(f"designs: inits x OPD draws per init @ samples per test problem; power at the "
+              f"plan's effect and MDE at power {plan.power:g}, with the pilot's variance and "
+              f"conservatively (a between-replicate mean square on < {plan.two_stage.min_df} "
+              f"df at its {plan.two_stage.confidence:.0%} upper bound); draw share of the "
+              f"between-replicate variance {draw_share:g}\n"),
+             ("| claim | design | OPD runs | eval min | power | power (conservative) | MDE | "
+              "MDE (conservative) | plan's effect |"),
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in evaluated:
+        if c.name not in DESIGN_CLAIMS or not planned.get(c.name):
+            continue
+        rates = [pooled_rates(claims_mod.per_problem(inp, a)) for a in c.arms]
+        if len(rates) != 2 or None in rates:
+            lines.append(f"| {c.name} | – | – | – | no per-problem records of {c.arms} | "
+                         "| | | |")
+            continue
+        cp = plan.claims.get(c.name)
+        k = pair_top_k(inp.compare, *c.arms)
+        for d in designs:
+            plain = design_row(planned[c.name], d, alphas[c.name], plan.power, n_problems, rates,
+                               None, draw_share, k)
+            safe = design_row(planned[c.name], d, alphas[c.name], plan.power, n_problems,
+                              rates, plan.two_stage, draw_share, k)
+            cells = ["–" if x is None else f"{x:.{nd}f}"
+                     for x, nd in ((plain[0], 2), (safe[0], 2), (plain[1], 3), (safe[1], 3))]
+            effect = "–" if cp is None or cp.scaled is None else f"{cp.scaled:+.3f}"
+            lines.append(f"| {c.name} | {d} | {d.inits * d.draws} | "
+                         f"{eval_minutes(c.arms, d):.1f} | " + " | ".join(cells)
+                         + f" | {effect} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -181,7 +327,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="plan CLAIM with SOURCE's variances times SCALE (no pilot for it)")
     ap.add_argument("--level", action="append", default=[], metavar="CLAIM=LEVEL[,LEVEL_K]",
                     help="re-level CLAIM (its delta by the plan's rule): the next run's plan")
+    ap.add_argument("--design", nargs="+", default=[], metavar="RxD@N",
+                    help="plan the OPD rows under R inits x D OPD draws @ N samples per problem")
+    ap.add_argument("--draw-share", type=float, default=0.0,
+                    help="--design: share of the between-replicate variance that is the OPD "
+                    "draws' (0: all the inits', conservative)")
     args = ap.parse_args(argv)
+    designs = [parse_design(text) for text in args.design]
+    if not 0 <= args.draw_share <= 1:
+        raise SystemExit(f"--draw-share {args.draw_share}: a share in [0, 1]")
     plan = load_plan(args.plan)
     levels = [parse_level(text) for text in args.level]
     for name, level, level_k in levels:
@@ -214,9 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         print()
     print("| claim | family | routes | " + " | ".join(f"power at {n}" for n in args.n) + " |")
     print("| --- | --- | --- | " + " | ".join("---" for _ in args.n) + " |")
+    alphas = {}
     for c in evaluated:
         fam = n_seed if c.family == "seed" else n_ext
-        alpha = claim_alpha(plan.alpha, fam, c, proxies.get(c.name))
+        alpha = alphas[c.name] = claim_alpha(plan.alpha, fam, c, proxies.get(c.name))
         rs = planned[c.name]
         cells = []
         for n in args.n:
@@ -230,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     for c in evaluated:
         if planned[c.name]:
             print(f"- {c.name}: {variance_words(planned[c.name])}")
+    if designs:
+        print()
+        print("\n".join(design_table(evaluated, planned, inp, plan, designs, alphas,
+                                     args.problems, args.draw_share)))
     return 0
 
 

@@ -88,10 +88,10 @@ def main(argv: list[str]) -> None:
 
     print(f"[evaluate] {name} {run}: {ref.adapter or ref.base}"
           f"{f' on {ref.base}' if ref.adapter else ''}, {len(problems)} problems, "
-          f"n={cfg.n}, seeds={cfg.seeds}, backend={sampler['backend']}", flush=True)
+          f"n={cfg.n_of(name)}, seeds={cfg.seeds}, backend={sampler['backend']}", flush=True)
     t0 = time.time()
     try:
-        records = evaluate_policy(ref, problems, cfg.n, sampler, cfg.seeds, style,
+        records = evaluate_policy(ref, problems, cfg.n_of(name), sampler, cfg.seeds, style,
                                   reward=cfg.reward, backend=sampler["backend"],
                                   batch_size=cfg.batch_size)
         metrics = summarize(records, cfg.ks, cfg.budgets)

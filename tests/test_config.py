@@ -683,3 +683,27 @@ def test_merged_is_the_merges_it_replaced(base, over):
     # an override's null: written as null, or the key gone
     for k, v in over.items():
         assert v is not None or (keeping[k] is None and k not in deleting)
+
+
+def test_n_by_policy_raises_an_evaluated_policys_samples_and_nothing_else():
+    import copy
+
+    from countdown_rlvr.core.config import from_section
+    from countdown_rlvr.core.errors import StageError
+    from countdown_rlvr.core.evaluate_config import Evaluate
+    from countdown_rlvr.core.io import read_params
+
+    params = read_params(ROOT / "params.yaml")
+    ev = from_section(Evaluate, "t", params, "evaluate")
+    assert ev.n_by_policy == {} and ev.n_of("opd") == ev.n
+    for value, why in (({"opd": 64}, None), ({"ghost": 64}, "no evaluate list samples"),
+                       ({"opd": 8}, "fewer samples than"), ({"opd": 0}, "integers >= 1"),
+                       ([64], "a mapping of policy names")):
+        p = copy.deepcopy(params)
+        p["evaluate"]["n_by_policy"] = value
+        if why is None:
+            cfg = from_section(Evaluate, "t", p, "evaluate")
+            assert (cfg.n_of("opd"), cfg.n_of("rloo")) == (64, ev.n)
+        else:
+            with pytest.raises(StageError, match=why):
+                from_section(Evaluate, "t", p, "evaluate")

@@ -377,3 +377,31 @@ def test_evaluate_a_shared_policy_end_to_end_and_reproducibly(pipeline):
     before = [pipeline.read(f) for f in files]
     pipeline.run("dvc", "repro", "-f", "-s", "evaluate_shared@base")
     assert [pipeline.read(f) for f in files] == before
+
+
+def test_a_policy_of_n_by_policy_is_sampled_its_own_n_the_others_evaluate_n(tiny, tmp_path,
+                                                                            monkeypatch):
+    """The mechanism behind more samples for the arms of pass@k claims: the stage samples a
+    policy of `evaluate.n_by_policy` that many times per prompt, every other policy `n`."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    seed = params["replicates"]["opd"][0]
+    ev = params["evaluate"]
+    ev.update(n=2, ks=[1, 2], budgets=[1, 2], seeds=[0], splits=["test"], dev_policies=[],
+              n_by_policy={"opd": 4})
+    params["problems"]["n_test"] = 3
+    params["sampler"]["max_new_tokens"] = 8
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "data/problems").mkdir(parents=True)
+    (tmp_path / "data/problems/test.jsonl").write_text(
+        "".join(json.dumps({**p, "n_solutions": None, "construction": None}) + "\n"
+                for p in PROBLEMS if p["split"] == "test"))
+    for policy in ("opd", "opd_ac"):
+        shutil.copytree(tiny, tmp_path / f"data/models/{policy}/r{seed}")
+    monkeypatch.chdir(tmp_path)
+    for policy, n in (("opd", 4), ("opd_ac", 2)):
+        monkeypatch.setattr(sys, "argv", ["evaluate.py", policy, "opd", str(seed)])
+        runpy.run_path(str(ROOT / "stages/evaluate.py"), run_name="__main__")
+        recs = pd.read_parquet(tmp_path / f"data/eval/{policy}/r{seed}.parquet")
+        assert recs.groupby("problem_id").size().tolist() == [n] * 3
+        detail = json.loads((tmp_path / f"reports/details/eval/{policy}/r{seed}.json").read_text())
+        assert detail["test"]["samples_per_group"] == n

@@ -312,3 +312,18 @@ def test_the_evaluation_stages_of_dev_policies_depend_on_the_dev_split():
     assert experiment.sampled_policies(by_name["evaluate_ipo"], params) == {
         f"ipo_{s}" for s in params["ipo"]["sources"]}
     assert experiment.sampled_policies(by_name["sft"], params) == set()
+
+
+def test_every_evaluation_lists_n_by_policy_once_it_has_an_entry_and_none_by_default():
+    """The default `{}` changes no stage's params; an entry puts the mapping in every
+    evaluation's (so check_params refuses a `-S` that did not make dvc.yaml anew)."""
+    from countdown_rlvr.core.io import read_params
+
+    params = read_params(ROOT / "params.yaml")
+    evaluations = [s for s in STAGES if (s.script or s.name) == "evaluate"]
+    assert params["evaluate"]["n_by_policy"] == {}
+    assert not any("n_by_policy" in k for s in evaluations for k, _ in param_keys(s, params))
+    params["evaluate"]["n_by_policy"] = {"opd": 64, "opd_ac": 64}
+    assert all("evaluate.n_by_policy" in [k for k, _ in param_keys(s, params)]
+               for s in evaluations)
+    assert experiment.generate(params) != experiment.generate(read_params(ROOT / "params.yaml"))

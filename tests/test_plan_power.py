@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from countdown_rlvr.analysis.plan import ClaimPlan
@@ -52,7 +53,7 @@ def test_a_claims_power_is_its_weakest_route_and_needs_every_route():
 
 def test_a_proxy_scales_the_variances_and_takes_the_targets_effects():
     def route(label, seed):  # the fields of claims.Plan that routes() reads
-        crossed = SimpleNamespace(components=lambda: COMPS, n_problems=400)
+        crossed = SimpleNamespace(components=lambda: COMPS, n_problems=400, n=4)
         return SimpleNamespace(label=label, seed=seed, one_sided=True, seed_one_sided=None,
                                sd=None, crossed=crossed)
 
@@ -62,7 +63,7 @@ def test_a_proxy_scales_the_variances_and_takes_the_targets_effects():
     rs = plan_power.proxied(Source, target, 0.29)
     assert [r.effect for r in rs] == [pytest.approx(target.scaled), 0.013]
     assert all(r.components == pytest.approx(tuple(v * 0.29 for v in COMPS)) for r in rs)
-    assert all("from shaped, x0.29" in r.label for r in rs)
+    assert all("from shaped, x0.29" in r.label and r.replicates == 4 for r in rs)
     no_change = ClaimPlan("shaped_premise_early", "no_change", "seed", 0.05, 4, None)
     assert [r.effect for r in plan_power.proxied(Source, no_change, 0.37)] == [0.05, 0.05]
     with pytest.raises(SystemExit, match="CLAIM=SOURCE:SCALE"):
@@ -104,3 +105,52 @@ def test_a_relevelled_claim_takes_the_plans_rule_at_its_new_level():
             plan_power.relevel(plan, *bad)
     with pytest.raises(SystemExit, match="CLAIM=LEVEL or CLAIM=LEVEL,LEVEL_K"):
         plan_power.parse_level("shaped:0.4")
+
+
+def test_a_design_swaps_the_sampling_part_and_shrinks_the_draws_parts():
+    """--design: at n samples the residual is the pilot's less its sampling part at the
+    pilot's n, plus the binomial one at n; draws divide that sampling part (and, with a draw
+    share, s_b²'s) by D; the two-stage rule raises a 3-df MS_replicate to its upper bound."""
+    from countdown_rlvr.analysis.plan import TwoStage
+    from countdown_rlvr.stats.design import planning_variance, sampling_var
+
+    p_a, p_b = np.array([0.05, 0.3, 0.6]), np.array([0.1, 0.2, 0.7])
+    rates = ((p_a, 16), (p_b, 16))
+    s16, s64 = sampling_var(p_a, p_b, 16, 16), sampling_var(p_a, p_b, 64, 16)
+    r = Route("opd_ac − opd", 0.05, True, (0.001, 0.0002, s16 + 0.01), 400, replicates=4)
+    same = plan_power.design_route(r, plan_power.parse_design("4x1@16"), rates, k=16)
+    assert same.components == pytest.approx(r.components)
+    more = plan_power.design_route(r, plan_power.parse_design("4x2@64"), rates, k=16,
+                                   draw_share=0.5)
+    assert more.components == pytest.approx((0.001, 0.0002 * 0.75, 0.01 + s64 / 2))
+    safe = plan_power.design_route(r, plan_power.parse_design("4x1@16"), rates, TwoStage(), k=16)
+    ms_r = planning_variance(r.components[2] + 400 * 0.0002, 3, 0.8)
+    assert safe.components[1] == pytest.approx((ms_r - r.components[2]) / 400)
+    # a label's own k wins over the claim's; a route without components is left alone
+    assert plan_power.route_k(Route("pass@1 OPD − RLOO", 0.1, True), 16) == 1
+    assert plan_power.design_route(Route("x", 0.1, True, sd=0.1),
+                                   plan_power.parse_design("8x1@64"), rates, k=16).sd == 0.1
+    # power rises, MDE falls with the design; conservative plans lower
+    rows = {d: plan_power.design_row([r], plan_power.parse_design(d), 0.002, 0.8, None, rates,
+                                     k=16) for d in ("4x1@16", "8x1@64")}
+    assert rows["8x1@64"][0] > rows["4x1@16"][0] and rows["8x1@64"][1] < rows["4x1@16"][1]
+    cons = plan_power.design_row([r], plan_power.parse_design("8x1@64"), 0.002, 0.8, None,
+                                 rates, TwoStage(), k=16)
+    assert cons[0] < rows["8x1@64"][0]
+    assert plan_power.eval_minutes(("opd", "rloo"), plan_power.parse_design("4x2@64")) == \
+        pytest.approx((8 + 4) * 13.0 * 4 / 60)
+    for bad in ("4x1", "1x1@16", "4x0@16"):
+        with pytest.raises(SystemExit, match="INITSxDRAWS@SAMPLES"):
+            plan_power.parse_design(bad)
+
+
+def test_the_plans_two_stage_rule_is_optional_and_checked():
+    import yaml
+
+    from countdown_rlvr.analysis.plan import PlanError, TwoStage, parse_plan
+    raw = yaml.safe_load((ROOT / "plan.yaml").read_text())
+    assert parse_plan(raw).two_stage == TwoStage(5, 0.8)  # absent: the defaults
+    assert parse_plan({**raw, "two_stage": {"min_df": 8}}).two_stage == TwoStage(8, 0.8)
+    for bad in ({"min_df": 0}, {"confidence": 1.0}, {"df": 5}):
+        with pytest.raises(PlanError, match="two_stage"):
+            parse_plan({**raw, "two_stage": bad})

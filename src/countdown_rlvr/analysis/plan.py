@@ -65,6 +65,21 @@ class ClaimPlan:
 
 
 @dataclass(frozen=True)
+class TwoStage:
+    """plan.yaml's `two_stage:` rule: a variance component estimated on fewer than `min_df`
+    degrees of freedom is planned at its upper `confidence` bound (stats.design
+    .planning_variance), and the run re-plans at its interim variance (docs/statistics.md)."""
+    min_df: int = 5
+    confidence: float = 0.8
+
+    def __post_init__(self):
+        if not isinstance(self.min_df, int) or isinstance(self.min_df, bool) or self.min_df < 1:
+            raise PlanError(f"two_stage.min_df must be an integer >= 1, got {self.min_df!r}")
+        if not isinstance(self.confidence, float | int) or not 0 < self.confidence < 1:
+            raise PlanError(f"two_stage.confidence must be in (0, 1), got {self.confidence!r}")
+
+
+@dataclass(frozen=True)
 class Plan:
     written_before_run: bool
     note: str
@@ -75,6 +90,7 @@ class Plan:
     share_threshold: float
     claims: Mapping[str, ClaimPlan] = field(default_factory=dict)
     path: str = PLAN_FILE
+    two_stage: TwoStage = TwoStage()  # optional in plan.yaml: these defaults without it
 
     def of(self, name: str) -> ClaimPlan:
         if name not in self.claims:
@@ -149,7 +165,10 @@ def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
             raise PlanError(f"{where}: `delta_k` is for an effect claim of two quantities; "
                             "remove it")
         claims[name] = cp
-    return Plan(**top, claims=claims, path=str(path))
+    extra = raw.get("two_stage") or {}
+    if not isinstance(extra, Mapping) or set(extra) - {"min_df", "confidence"}:
+        raise PlanError(f"{path}: two_stage takes min_df and confidence, got {extra!r}")
+    return Plan(**top, claims=claims, path=str(path), two_stage=TwoStage(**extra))
 
 
 def load_plan(path: str | Path | None = None) -> Plan:

@@ -5,8 +5,15 @@ read (the rules: core.config).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Any
 
-from .config import Ks, MaybeNames, Names, Pos, Reward, Seeds, Splits
+from .config import POS, Ks, MaybeNames, Names, Pos, Reward, Seeds, Splits, name
+
+
+def samples_map(v: Any) -> str | None:
+    """A policy -> samples per prompt mapping (`n_by_policy`); None when allowed."""
+    ok = isinstance(v, dict) and all(name(k) is None and POS(x) is None for k, x in v.items())
+    return None if ok else "a mapping of policy names to samples per prompt (integers >= 1)"
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,8 @@ class Evaluate:
     dev_policies: MaybeNames  # also sampled on the development split (pilots' preconditions)
     splits: Splits  # data/problems/<split>.jsonl files
     n: Pos  # samples per prompt and seed
+    n_by_policy: Annotated[dict[str, int], samples_map]  # a policy's own n, above `n`: the
+    # arms of pass@k claims, whose residual is mostly sampling noise at n = k; {} = none
     seeds: Seeds  # sampling seeds
     reward: Reward  # reward column
     batch_size: Pos  # sequences per generate call
@@ -41,6 +50,13 @@ class Evaluate:
             raise ValueError(f"evaluate.dev_policies names {other}, which no evaluate list "
                              "(shared, policies, controls, first_replicate_only) samples; add "
                              "them to one of those or remove them from evaluate.dev_policies")
+        if other := sorted(set(self.n_by_policy) - set(names)):
+            raise ValueError(f"evaluate.n_by_policy names {other}, which no evaluate list "
+                             "samples; add them to one or remove them from n_by_policy")
+        if fewer := sorted(p for p, n in self.n_by_policy.items() if n < self.n):
+            raise ValueError(f"evaluate.n_by_policy gives {fewer} fewer samples than "
+                             f"evaluate.n ({self.n}): it only raises a policy's samples (every "
+                             "k of ks and compare.ks must stay within each policy's n)")
         # metrics.summarize can only report k <= n (samples per prompt and seed) and would skip
         # the rest without a word: the report would then lack a column the params asked for
         for key, what in (("ks", "pass@k"), ("budgets", "best-of-N")):
@@ -49,6 +65,10 @@ class Evaluate:
                 raise ValueError(f"evaluate.{key} {values} has {over} > evaluate.n ({self.n}): "
                                  f"{what} needs that many samples per prompt; remove {over} "
                                  f"from evaluate.{key} or raise evaluate.n")
+
+    def n_of(self, policy: str) -> int:
+        """Samples per prompt and seed of `policy`: its own from n_by_policy, else n."""
+        return self.n_by_policy.get(policy, self.n)
 
     def replicated(self) -> list[str]:
         """Every policy trained per replicate."""

@@ -1,0 +1,204 @@
+"""Where the noise of a pass@k claim is, and what a design does to it: samples per problem,
+RLOO inits, OPD draws per init.
+
+A pass@k difference of two policies on I shared problems has three parts (stats.crossed):
+problems s_a², training draws s_b², and a residual s_e² that holds the problem x draw
+interaction and the sampling noise of each problem's estimate. With n = k samples a
+problem's pass@k is one "any correct" indicator, whose variance pi (1 - pi) is most of s_e²;
+with n > k samples the unbiased estimator (eval.metrics.pass_at_k) averages over every
+k-subset and its variance falls (`pass_at_k_var`). So a plan at n samples swaps the pilot's
+sampling part for the one at n (`at_samples`) and keeps the rest.
+
+OPD draws nested in RLOO inits: D OPD runs from each of R RLOO policies are not R x D
+independent draws, as the inits' own variance is shared by an init's draws. The unit of the
+interval stays the init: average the draws of an init first (`nested_effect`,
+`nested_crossed`), which is exact for a balanced design (the t-test on init means) and keeps
+its size for any split of the variance between inits and draws. Planning it
+(`nested_components`): draws shrink the draw part of s_b² and the sampling part of s_e² by D,
+never the inits' part.
+
+A variance estimated on few degrees of freedom (a pilot of four replicates: MS_replicate on
+3) is planned at its upper confidence bound (`planning_variance`), the two-stage rule of
+docs/statistics.md: plan conservatively, then re-plan at the run's own interim variance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import binom, chi2
+from scipy.stats import t as t_dist
+
+from .crossed import CrossedTest, crossed_power, crossed_test
+from .power import ALTERNATIVES
+
+# --------------------------------------------------------------------------- sampling noise
+
+@functools.cache
+def _subset_miss(n: int, k: int) -> np.ndarray:
+    """C(n - c, k) / C(n, k) for c = 0..n: the chance that k of n samples with c correct are
+    all wrong (1 - the unbiased pass@k), as a running product (no large binomials)."""
+    out = np.zeros(n + 1)
+    for c in range(n - k + 1):
+        out[c] = float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1))) if c else 1.0
+    return out
+
+
+def pass_at_k_var(p, n: int, k: int) -> np.ndarray:
+    """Sampling variance of the unbiased pass@k of one problem from n samples that are each
+    correct with chance p (array-like): E[g(c)²] - (1 - p)^(2k), g = `_subset_miss`, c ~
+    Binomial(n, p). k = 1: p (1 - p) / n; n = k: pi (1 - pi), pi = 1 - (1 - p)^k."""
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
+    g = _subset_miss(n, k)
+    pmf = binom.pmf(np.arange(n + 1), n, p[..., None])
+    return np.maximum((pmf * g ** 2).sum(axis=-1) - (1 - p) ** (2 * k), 0.0)
+
+
+def sampling_var(p_a, p_b, n: int, k: int) -> float:
+    """Mean over problems of the sampling variance of a problem's pass@k difference a - b,
+    both sampled n times per problem (independent samples): the part of the crossed model's
+    residual s_e² that more samples shrink."""
+    return float(np.mean(pass_at_k_var(p_a, n, k) + pass_at_k_var(p_b, n, k)))
+
+
+def at_samples(components: tuple[float, float, float], sampling_pilot: float,
+               sampling_new: float) -> tuple[float, float, float]:
+    """The crossed components at another sample count: the residual's sampling part at the
+    pilot's n (`sampling_pilot`) swapped for the one at the new n; what is left of the
+    residual (the problem x draw interaction) is kept, never below 0."""
+    v_a, v_b, v_e = components
+    return v_a, v_b, max(v_e - sampling_pilot, 0.0) + sampling_new
+
+
+# --------------------------------------------------------------------------- nested draws
+
+@dataclass(frozen=True)
+class NestedTest:
+    """The test of an effect measured by several draws per init, the init as its unit."""
+    n_inits: int
+    draws: tuple[int, ...]  # draws per init, in the inits' order
+    mean: float  # the mean of the init means (each init weighs the same)
+    se: float | None  # None: one init, or no spread
+    df: int | None  # inits - 1
+    ci_low: float | None
+    ci_high: float | None
+    pvalue: float | None
+    null: float = 0.0
+    alternative: str = "two-sided"
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def nested_effect(per_draw: Mapping[str, Sequence[float]], null: float = 0.0,
+                  alternative: str = "two-sided", alpha: float = 0.05) -> NestedTest:
+    """The one-sample t-test (df = inits - 1) of the mean of per-init means of `per_draw`
+    ({init: its draws' effects}). The draws of an init share its variance, so they are
+    averaged first: counting them as independent would shrink the standard error by draws
+    the inits' variance never averages (tests/test_design.py simulates it). Balanced: the
+    t-test on the init means; one draw each: the plain t-test across replicates."""
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
+    groups = [np.asarray(v, dtype=float) for v in per_draw.values()]
+    if not groups or any(g.ndim != 1 or g.size == 0 or not np.isfinite(g).all() for g in groups):
+        raise ValueError(f"per_draw must map each init to >= 1 finite effect, got {per_draw}")
+    means = np.array([g.mean() for g in groups])
+    n, mean = len(means), float(means.mean())
+    draws = tuple(int(g.size) for g in groups)
+    sd = float(means.std(ddof=1)) if n > 1 else 0.0
+    if n == 1 or sd <= 1e-12 * max(1.0, abs(mean)):
+        p = None if n == 1 or abs(mean - null) > 1e-12 else 1.0
+        return NestedTest(n, draws, mean, None, n - 1 or None, None, None, p, null, alternative)
+    se, df = sd / math.sqrt(n), n - 1
+    t = (mean - null) / se
+    p = {"two-sided": 2 * t_dist.sf(abs(t), df), "greater": t_dist.sf(t, df),
+         "less": t_dist.cdf(t, df)}[alternative]
+    half = float(t_dist.ppf(1 - alpha / 2, df)) * se
+    return NestedTest(n, draws, mean, se, df, mean - half, mean + half, float(min(p, 1.0)),
+                      null, alternative)
+
+
+def nested_crossed(per_init: Mapping[str, np.ndarray], null: float = 0.0,
+                   alternative: str = "two-sided", alpha: float = 0.05) -> CrossedTest:
+    """The crossed problems x inits test of per-problem effects measured by several draws per
+    init ({init: problems x its draws}): each init's column is its draws' mean per problem,
+    so R in the crossed model counts inits, not draws."""
+    cols = []
+    for init, d in per_init.items():
+        x = np.asarray(d, dtype=float)
+        x = x[:, None] if x.ndim == 1 else x
+        if x.ndim != 2 or x.shape[1] == 0:
+            raise ValueError(f"init {init!r}: need a problems x draws matrix, got shape {x.shape}")
+        cols.append(x.mean(axis=1))
+    if len({c.size for c in cols}) != 1:
+        raise ValueError("every init must be measured on the same problems")
+    return crossed_test(np.column_stack(cols), null, alternative, alpha)
+
+
+def nested_components(components: tuple[float, float, float], draws: int,
+                      draw_share: float = 0.0, sampling: float = 0.0
+                      ) -> tuple[float, float, float]:
+    """The crossed components of init means over `draws` draws each: `draw_share` of s_b²
+    (the pilot's draws, one per init, cannot split it) is the draws' and shrinks by `draws`,
+    the rest is the inits'; of s_e², the `sampling` part shrinks by `draws`, the interaction
+    is kept (it may be the init's). draw_share 0 (the default) plans as if draws averaged
+    none of the between-replicate variance: conservative."""
+    if draws < 1 or not 0 <= draw_share <= 1:
+        raise ValueError(f"need draws >= 1 and 0 <= draw_share <= 1, got {draws}, {draw_share}")
+    v_a, v_b, v_e = components
+    sampling = min(sampling, v_e)
+    return (v_a, v_b * (1 - draw_share + draw_share / draws),
+            v_e - sampling + sampling / draws)
+
+
+# --------------------------------------------------------------------------- planning
+
+def planning_variance(var: float, df: float, confidence: float = 0.8) -> float:
+    """A variance estimated on `df` degrees of freedom at its one-sided upper `confidence`
+    bound, var x df / chi2_{1 - confidence}(df): the variance a plan should assume when the
+    estimate rests on few degrees of freedom (at 3 df and 80%, x 2.99; at 30, x 1.22)."""
+    if df <= 0 or not 0 < confidence < 1 or var < 0:
+        raise ValueError(f"need df > 0, confidence in (0, 1), var >= 0; got {df}, "
+                         f"{confidence}, {var}")
+    return var * df / float(chi2.ppf(1 - confidence, df))
+
+
+def conservative_components(components: tuple[float, float, float], n_problems: int,
+                            n_replicates: int, confidence: float = 0.8, min_df: int = 5
+                            ) -> tuple[float, float, float]:
+    """The crossed components with MS_replicate (s_e² + I s_b², on R - 1 degrees of freedom)
+    at its upper bound when R - 1 < `min_df` (`planning_variance`); unchanged otherwise.
+    MS_problem rests on I - 1 (hundreds), the residual on (I - 1)(R - 1): neither is moved."""
+    v_a, v_b, v_e = components
+    df = n_replicates - 1
+    if df >= min_df:
+        return components
+    ms_r = planning_variance(v_e + n_problems * v_b, df, confidence)
+    return v_a, (ms_r - v_e) / n_problems, v_e
+
+
+def crossed_mde(components: tuple[float, float, float], n_problems: int, n_replicates: int,
+                alpha: float = 0.05, power: float = 0.8, alternative: str = "two-sided",
+                tol: float = 1e-5) -> float:
+    """The minimum detectable effect of `crossed_test`: the smallest true effect (distance
+    from the null) at which it has `power` with these components, I problems and R
+    replicates (bisection: power rises with the effect)."""
+    lo, hi = 0.0, 1.0
+    while crossed_power(hi, components, n_problems, n_replicates, alpha, alternative) < power:
+        hi *= 2
+        if hi > 1e3:
+            raise ValueError("no effect reaches that power")
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if crossed_power(mid, components, n_problems, n_replicates, alpha, alternative) < power:
+            lo = mid
+        else:
+            hi = mid
+    return hi
