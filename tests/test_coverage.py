@@ -220,6 +220,9 @@ def test_compare_pools_coverage_over_replicates_and_writes_it_per_problem():
     assert sft["distinct"].tolist() == distinct_correct(recs["sft"]["r2"]).tolist()
     assert sft["distinct"].iloc[2] == 0  # the unsolved problem
     assert frame.loc[frame["policy"] == "old", "distinct"].isna().all()
+    csv = frame.to_csv(index=False, lineterminator="\n").splitlines()
+    assert csv[0] == ",".join(PER_PROBLEM_COLUMNS)
+    assert "sft,r2,test-2,0,8,0" in csv and "old,r1,test-2,0,8," in csv  # ints; none: empty
 
 
 # --------------------------------------------------------------------------- figure

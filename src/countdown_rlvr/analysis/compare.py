@@ -450,7 +450,8 @@ def per_problem_records(records: dict[str, dict[str, pd.DataFrame]],
                     parts.append(pd.DataFrame({"policy": policy, "replicate": tag,
                                                "problem_id": n.index, "correct": c.to_numpy(),
                                                "n": n.to_numpy(),
-                                               "distinct": distinct.astype("Int64").to_numpy()}))
+                                               # nullable: written "3", or "" for none
+                                               "distinct": pd.array(distinct, dtype="Int64")}))
         if parts:
             out[split] = pd.concat(parts, ignore_index=True)[list(PER_PROBLEM_COLUMNS)]
     return out
