@@ -796,7 +796,8 @@ def _with_per_problem(root: Path, policies=("sft", "ipo_easyneg", "ipo_scripted"
                                                           recs[p][t]["correct"])]
     out = root / "reports/details/per_problem"
     out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame(rows, columns=list(PER_PROBLEM_COLUMNS))
+    # without `distinct` (coverage), as written before it: the claims read correct of n only
+    frame = pd.DataFrame(rows, columns=list(PER_PROBLEM_COLUMNS[:5]))
     frame.sample(frac=1, random_state=0).to_csv(out / "test.csv", index=False)
     return recs
 
@@ -950,3 +951,35 @@ def test_the_teacher_caveat_weighs_its_margin_against_s4s(tmp_path):
     line = next(x for x in (root / "reports/report.md").read_text().splitlines()
                 if x.startswith("- **The teacher**"))
     assert "trained longer from the same base, then 100 RLOO steps (binary reward)" in line
+
+
+def test_the_policies_table_shows_coverage_pooled_over_replicates_and_na_without_it(tmp_path):
+    """Coverage (compare.json's pooled distinct correct solutions per problem) is the policies
+    table's last column, mean [t interval] like pass@1's; a compare.json written before it
+    renders NA there and no coverage figure, the rest unchanged."""
+    root = copy_fixture(tmp_path)
+    render(root, require_all=True)
+    md = (root / "reports/report.md").read_text()
+    header = next(line for line in md[md.index("(S4 Table 1)"):].splitlines()
+                  if line.startswith("| policy"))
+    assert header.rstrip(" |").endswith("coverage [95% CI]")
+    rows = {r[0]: r for r in table_rows(md, "S4 Table 1")}
+    cov = metrics("compare.json")["policies"]
+    v = cov["rloo"]["test"]["coverage"]
+    assert v["n"] == 3 and rows["rloo"][-1] == f"{v['mean']:.2f} [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
+    assert rows["base"][-1] == f"{cov['base']['test']['coverage']['mean']:.2f}"  # one draw
+    assert "](figures/coverage.png)" in md
+    path = root / "reports/details/compare.json"
+    old = json.loads(path.read_text())
+    for runs in (old["policies"], *(r["policies"] for r in old["replicates"].values())):
+        for block in runs.values():
+            for split in block.values():
+                split.pop("coverage", None)
+    path.write_text(json.dumps(old))
+    render(root, require_all=True)
+    md_old = (root / "reports/report.md").read_text()
+    old_rows = {r[0]: r for r in table_rows(md_old, "S4 Table 1")}
+    assert all(r[-1] == "–" for r in old_rows.values())
+    assert {p: r[:-1] for p, r in old_rows.items()} == {p: r[:-1] for p, r in rows.items()}
+    assert not (root / "reports/figures/coverage.png").exists()
+    assert "*not run* (figure `coverage`" in md_old

@@ -1,19 +1,22 @@
 """Compare evaluated policies on the same problems (torch-free: the `compare` stage and the
 report import it without loading a model).
 
-    compare_policies(records, pairs, ks) -> one training draw: pass@k intervals per policy, and
+    compare_policies(records, pairs, ks) -> one training draw: pass@k and coverage intervals per
+                                            policy, and
                                             per pair, split and k: the all-sample paired test
                                             (sign-flip permutation + bootstrap interval on the
                                             per-problem pass@k difference), and McNemar on
                                             sample 0 (S0's test)
     compare_replicates(runs, pairs, ks)  -> every draw: compare_policies per replicate, and
                                             pooled over replicates (replicate-unit t-test and
-                                            t interval of the per-replicate effects, and the
+                                            t interval of the per-replicate effects, each
+                                            policy's pass@k and coverage likewise, and the
                                             crossed problems x replicates test of a pair: the
                                             claims' verdict test, stats.crossed)
     compare_markdown(report) / replicates_markdown(report) -> reports/compare.md
     per_problem_records(records, splits)  -> what the tests count, per split: each policy's,
                                             replicate's and problem's correct of n samples
+                                            and distinct correct solutions
                                             (reports/details/per_problem/<split>.csv)
     fmt_ci, fmt_p                         -> the one way every table (compare.md, report.md,
                                             the claims, `countdown-rlvr diff`) writes an
@@ -29,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..eval.coverage import distinct_correct, has_solutions
 from ..eval.metrics import pass_at_k, solved_within
 from ..stats import bootstrap_ci, mcnemar, paired_permutation_test, pass_at_k_ci, replicate_t_test
 from ..stats.crossed import crossed_test
@@ -104,6 +108,17 @@ def policy_intervals(records: pd.DataFrame, ks: Iterable[int], n_boot: int, alph
     return out
 
 
+def coverage_interval(records: pd.DataFrame, n_boot: int, alpha: float, seed: int
+                      ) -> dict[str, dict[str, float]]:
+    """{"coverage": mean distinct correct solutions per problem (eval.coverage), with its
+    bootstrap interval over problems}; {} for records without the answers (hand-made ones)."""
+    if not has_solutions(records):
+        return {}
+    per_problem = distinct_correct(records).to_numpy(dtype=float)
+    lo, hi = bootstrap_ci(per_problem, n_boot=n_boot, alpha=alpha, seed=seed)
+    return {"coverage": {"value": float(per_problem.mean()), "ci_low": lo, "ci_high": hi}}
+
+
 def compare_pair(rec_a: pd.DataFrame, rec_b: pd.DataFrame, ks: Iterable[int], seed: int,
                  exact: bool = True, n_boot: int = 1000, alpha: float = 0.05,
                  boot_seed: int = 0) -> dict[str, dict[str, float]]:
@@ -146,7 +161,8 @@ def compare_policies(records: dict[str, pd.DataFrame], pairs: Sequence[Sequence[
                      ks: Sequence[int], seed: int = 0, splits: Sequence[str] = ("test",),
                      exact: bool = True, n_boot: int = 1000, alpha: float = 0.05,
                      boot_seed: int = 0) -> dict[str, Any]:
-    """The compare report: pass@k intervals for every policy in `records`, and a paired
+    """The compare report: pass@k and coverage intervals for every policy in `records`, and a
+    paired
     comparison for each [a, b] in `pairs`, per split (those present) and k.
 
     A policy with empty records (its evaluate stage skipped it: a policy that was never
@@ -173,6 +189,7 @@ def compare_policies(records: dict[str, pd.DataFrame], pairs: Sequence[Sequence[
     for name in (n for n in records if n not in empty):
         out["policies"][name] = {
             split: policy_intervals(part(name, split), ks, n_boot, alpha, boot_seed)
+            | coverage_interval(part(name, split), n_boot, alpha, boot_seed)
             for split in splits if not part(name, split).empty}
     for a, b in pairs:
         if untested := [p for p in (a, b) if p in empty]:
@@ -274,7 +291,8 @@ def compare_replicates(records: dict[str, dict[str, pd.DataFrame]],
     interval of the per-replicate all-sample pass@k differences (`stats.replicate_t_test`):
     their spread holds the training draw's variance, which intervals over the problems of
     one draw leave out. A policy's pooled pass@k is the mean, SD and t interval of its
-    per-replicate values. Pairs of two shared policies have one draw, nothing to pool.
+    per-replicate values, and so is its coverage. Pairs of two shared policies have one draw,
+    nothing to pool.
     """
     for pair in pairs:
         if len(pair) != 2 or any(p not in records for p in pair):
@@ -330,20 +348,20 @@ def _crossed(records: dict[str, dict[str, pd.DataFrame]], a: str, b: str, tags: 
 
 
 def _pooled_policy(per_run: dict, name: str, splits, ks, alpha: float, shared: bool) -> dict:
-    """Mean, SD and t interval over replicates of a policy's pass@k (a shared policy: its one
-    draw, under the tag `shared`)."""
+    """Mean, SD and t interval over replicates of a policy's pass@k and coverage (a shared
+    policy: its one draw, under the tag `shared`)."""
     out = {}
     for split in splits:
         block = {}
-        for k in ks:
-            values = {t: r["policies"][name][split][f"pass@{k}"]["value"]
+        for key in (*(f"pass@{k}" for k in ks), "coverage"):
+            values = {t: r["policies"][name][split][key]["value"]
                       for t, r in per_run.items()
-                      if f"pass@{k}" in r["policies"].get(name, {}).get(split, {})}
+                      if key in r["policies"].get(name, {}).get(split, {})}
             if shared and values:  # the same draw stood in every replicate
                 values = {SHARED: next(iter(values.values()))}
             if values:
                 res = replicate_t_test(list(values.values()), alpha)
-                block[f"pass@{k}"] = {"n": res.n, "mean": res.mean, "sd": res.sd,
+                block[key] = {"n": res.n, "mean": res.mean, "sd": res.sd,
                                       "ci_low": res.ci_low, "ci_high": res.ci_high,
                                       "per_replicate": values}
         if block:
@@ -404,14 +422,17 @@ def _diff_ci(pooled: dict) -> str:
 # --------------------------------------------------------------------------- per-problem records
 # What every test above is computed from, small enough to commit: a problem's correct samples
 # c out of n per policy and replicate (pass@k for any k <= n is eval.metrics.pass_at_k(n, c, k)),
-# so a reader refits any contrast without the evaluation records (scripts/refit_claim.py).
-PER_PROBLEM_COLUMNS = ("policy", "replicate", "problem_id", "correct", "n")
+# so a reader refits any contrast without the evaluation records (scripts/refit_claim.py), and
+# its distinct correct solutions (eval.coverage), whose mean is the policy's coverage. Files
+# written before `distinct` have no such column; records without answers leave it empty.
+PER_PROBLEM_COLUMNS = ("policy", "replicate", "problem_id", "correct", "n", "distinct")
 
 
 def per_problem_records(records: dict[str, dict[str, pd.DataFrame]],
                         splits: Sequence[str]) -> dict[str, pd.DataFrame]:
     """split -> one row per (policy, replicate, problem) with its correct samples out of n
-    (every sample of every sampling seed, as the tests count them); rows by policy name,
+    (every sample of every sampling seed, as the tests count them) and its distinct correct
+    solutions (the same samples; missing for records without answers); rows by policy name,
     replicate seed and problem_id, so a changed arm changes its own lines only. A policy
     without records (not trained) has no rows; a split no policy has, no frame."""
     out = {}
@@ -421,11 +442,16 @@ def per_problem_records(records: dict[str, dict[str, pd.DataFrame]],
             runs = records[policy]
             for tag in sorted(runs, key=lambda t: -1 if t == SHARED else int(t[1:])):
                 frame = runs[tag]
-                n, c = _per_problem_counts(frame[frame["split"] == split])
+                part = frame[frame["split"] == split]
+                n, c = _per_problem_counts(part)
                 if len(n):
+                    distinct = (distinct_correct(part).reindex(n.index) if has_solutions(part)
+                                else pd.Series(pd.NA, index=n.index))
                     parts.append(pd.DataFrame({"policy": policy, "replicate": tag,
                                                "problem_id": n.index, "correct": c.to_numpy(),
-                                               "n": n.to_numpy()}))
+                                               "n": n.to_numpy(),
+                                               # nullable: written "3", or "" for none
+                                               "distinct": pd.array(distinct, dtype="Int64")}))
         if parts:
             out[split] = pd.concat(parts, ignore_index=True)[list(PER_PROBLEM_COLUMNS)]
     return out

@@ -163,6 +163,53 @@ def fig_rl_curves(inp: Inputs) -> Figure:
     return fig
 
 
+# S4's chain, in training order: whose coverage S4's collapse (and anti-collapse) is about
+COVERAGE_CHAIN = ("sft", "rloo", "opd", "opd_ac")
+
+
+def _pooled_test(inp: Inputs, policy: str, key: str) -> dict | None:
+    """compare.json's pooled test-split `key` (coverage, pass@1) of a policy, or None."""
+    block = ((inp.compare or {}).get("policies", {}).get(policy) or {}).get("test") or {}
+    return block.get(key)
+
+
+def coverage_policies(inp: Inputs) -> list[str]:
+    """The policies of COVERAGE_CHAIN whose coverage compare.json holds (compare.json written
+    before coverage: none)."""
+    return [p for p in COVERAGE_CHAIN if _pooled_test(inp, p, "coverage")]
+
+
+def fig_coverage(inp: Inputs) -> Figure:
+    """Solution coverage (left) and pass@1 (right) along SFT -> RLOO -> OPD -> anti-collapse
+    OPD: each replicate a small point, the mean over replicates a large one with its t
+    interval. Collapse reads as coverage falling while pass@1 holds or rises."""
+    names = coverage_policies(inp)
+    fig, axes = _figure(2, size=(10.0, 4.0))
+    x = np.arange(len(names))
+    for ax, key, label in zip(axes, ("coverage", "pass@1"),
+                              ("distinct correct solutions per problem", "pass@1")):
+        blocks = [_pooled_test(inp, p, key) for p in names]
+        for i, b in enumerate(blocks):
+            if b is None:
+                continue
+            reps = list(b["per_replicate"].values())
+            ax.scatter(i + np.linspace(-0.08, 0.08, len(reps)) if len(reps) > 1 else [i], reps,
+                       s=14, color=_color(2 * i), alpha=0.7, lw=0, zorder=2)
+            if b.get("ci_low") is not None:
+                ax.plot([i, i], [b["ci_low"], b["ci_high"]], color=_color(2 * i), lw=2.2,
+                        zorder=2)
+            ax.scatter([i], [b["mean"]], s=60, color=_color(2 * i), edgecolors="black",
+                       linewidths=0.6, zorder=3)
+        means = [np.nan if b is None else b["mean"] for b in blocks]
+        ax.plot(x, means, color="0.6", lw=0.8, ls="--", zorder=1)
+        ax.set_xticks(x, names)
+        ax.set(ylabel=f"{label} (test)", title=f"{key}: mean over replicates, 95% t interval")
+        ax.margins(x=0.15)
+    fig.suptitle("Solution coverage along SFT → RLOO → OPD → anti-collapse OPD "
+                 "(small points: one replicate each)")
+    return fig
+
+
 def decision(c) -> str:
     """A claim's decision (`Claim.decision`) as one of DECISIONS, the plot's colours."""
     from .claims import Decision
@@ -200,6 +247,8 @@ FIGURES = {
     "failures": (fig_failures, "Failure-type breakdown per policy", "eval"),
     "repair": (fig_repair, "Repair success by condition", "repair.json"),
     "rl_curves": (fig_rl_curves, "RLOO / OPD training curves", "curves"),
+    "coverage": (fig_coverage, "Solution coverage and pass@1, SFT → RLOO → OPD → anti-collapse",
+                 "coverage"),
 }
 
 
@@ -210,6 +259,8 @@ def _has(inp: Inputs, need: str) -> bool:
         return bool(inp.evals())
     if need == "curves":
         return bool(inp.curves)
+    if need == "coverage":  # compare.json written before coverage has none
+        return bool(coverage_policies(inp))
     return need in inp.data
 
 

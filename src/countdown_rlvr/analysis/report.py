@@ -266,7 +266,12 @@ def answers_section(ctx: Context) -> list[str]:
 
 
 def _pooled(ctx: Context, policy: str, k: int, split: str = "test") -> dict | None:
-    return _get(ctx.inp.compare, "policies", policy, split, f"pass@{k}")
+    return _pooled_key(ctx, policy, f"pass@{k}", split)
+
+
+def _pooled_key(ctx: Context, policy: str, key: str, split: str = "test") -> dict | None:
+    """compare.json's pooled `key` (pass@k, coverage) of a policy; None when absent."""
+    return _get(ctx.inp.compare, "policies", policy, split, key)
 
 
 def _mean_ci(v: dict | None, spec: str = ".3f") -> str:
@@ -306,11 +311,12 @@ def _p_cell(d: dict | None) -> str:
 
 def policies_table(ctx: Context) -> list[str]:
     """S4 Table 1, pooled over replicates: every non-distill policy at k = 1 and the largest k,
-    each replicate's pass@1, and the replicate-unit difference from the reference."""
+    each replicate's pass@1, its solution coverage (NA in compare.json written before it),
+    and the replicate-unit difference from the reference."""
     k1, kx, ref = 1, ctx.kmax, ctx.ref
     header = ["policy", "replicates", f"pass@{k1} [95% CI]", f"pass@{kx} [95% CI]",
               f"pass@{k1} per replicate", f"OOD pass@{kx}", f"pass@{k1} - {ref} [95% CI]",
-              f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})"]
+              f"p vs {ref} (k={k1})", f"p vs {ref} (k={kx})", "coverage [95% CI]"]
     rows = []
     for p in (p for p in ctx.inp.policies if not p.startswith("distill_")):
         marker = ctx.marker_row(p, [f"eval/{p}.json"], len(header))
@@ -324,7 +330,8 @@ def policies_table(ctx: Context) -> list[str]:
                      _mean_ci(one), _mean_ci(_pooled(ctx, p, kx)), per,
                      _mean_ci(_pooled(ctx, p, kx, "ood")),
                      "ref." if p == ref else _diff_ci(d1),
-                     "ref." if p == ref else _p_cell(d1), "ref." if p == ref else _p_cell(dx)])
+                     "ref." if p == ref else _p_cell(d1), "ref." if p == ref else _p_cell(dx),
+                     _mean_ci(_pooled_key(ctx, p, "coverage"), ".2f")])
     ood = _ood_operands(ctx)
     ood = (f"the OOD split ({ood} numbers, targets from `problems.ood_target_range`, beyond "
            "the training targets)" if ood else
@@ -339,8 +346,13 @@ def policies_table(ctx: Context) -> list[str]:
              "t-test across replicates, marked †): the unit is the training draw. A policy of "
              "`evaluate.first_replicate_only` has one replicate: "
              "no interval, no p. Per-replicate paired tests (permutation over problems, "
-             "McNemar on sample 0): `reports/compare.md`."), "",
-            *md_table(header, rows), "", *ctx.figure("pass_at_k"), *ctx.figure("splits")]
+             "McNemar on sample 0): `reports/compare.md`. Coverage: the distinct correct "
+             "solutions per test problem among all its samples (`a+b` and `b+a` once; an "
+             "unsolved problem counts 0), mean over replicates with the same t interval; S4's "
+             "collapse onto one answer per problem is a loss of coverage, which pass@1 alone "
+             "does not show (docs/statistics.md, \"Solution coverage\")."), "",
+            *md_table(header, rows), "", *ctx.figure("pass_at_k"), *ctx.figure("splits"),
+            *ctx.figure("coverage")]
 
 
 def _ood_operands(ctx: Context) -> str:

@@ -317,8 +317,8 @@ STAGES = [
           outs=(Out("reports/compare.md", cache=False),
                 Out("reports/details/compare.json", "every pair, split, k and replicate",
                     cache=False),
-                Out("reports/details/per_problem", "<split>.csv: correct of n per policy, "
-                    "replicate and problem", cache=False))),
+                Out("reports/details/per_problem", "<split>.csv: correct of n and distinct "
+                    "correct solutions per policy, replicate and problem", cache=False))),
     Stage("report", "the report, its figures and the headline metrics (what `dvc metrics show` "
           "/ `diff` / `dvc exp show` list)",
           inputs=(Out("reports/details", "every stage's measurements (eval/, ipo/, distill/, "
