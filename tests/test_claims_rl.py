@@ -1,4 +1,4 @@
-"""The RL claims (analysis/claims_rl.py) on claim fixtures: the report fixture
+"""The RL claims (analysis/claims/: s1, s4, extensions) on claim fixtures: the report fixture
 (tests/fixtures/report) with the pairs of each route written over it, the early operating
 point's pairs added, and the development split's blocks added to the evaluations of plain
 OPD and SFT, as the compare and evaluate stages write them."""

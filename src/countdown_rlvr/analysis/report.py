@@ -232,7 +232,7 @@ def _effect_ci(c) -> str:
 
 
 def decision_words(c, short: bool = False) -> str:
-    """A decision in words (the edge: claims.py keeps the enum). `short`: without the
+    """A decision in words (the edge: the claims package keeps the enum). `short`: without the
     reason a claim was not tested."""
     from .claims import Decision
 
