@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import unwrap_md
 from test_report import CONFIGURED, ROOT, claim_details, claim_table, copy_fixture, render
 
 from countdown_rlvr.analysis import claims
@@ -109,7 +110,7 @@ def rendered(tmp_path_factory):
     with_early(root)
     with_dev(root)
     render(root, require_all=True)
-    return root, (root / "reports/report.md").read_text()
+    return root, unwrap_md((root / "reports/report.md").read_text())
 
 
 def test_the_new_rows_are_in_the_report_in_their_families(rendered):

@@ -17,6 +17,7 @@ A missing input renders as a "not run" row (or paragraph) naming the stage that 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,17 +201,17 @@ def findings_section(ctx: Context) -> list[str]:
     """What was found, first: one plain line per claim, its decision and its effect."""
     plan = ctx.plan
     lines = ["## What was found", ""]
-    if plan is not None:
-        when = ("written before this run" if plan.written_before_run
-                else "**written after this run was seen**")
-        lines += [(f"Decided with the analysis plan `plan.yaml`, {when}, and the rules in "
-                   "docs/statistics.md (\"Claims: how a test becomes a decision\"). "
-                   f"The plan's note: {plan.note}"), ""]
     ext = "Extensions (contrasts no seed tested; their own Holm family)"
     for fam, title in (("seed", "The seeds' claims"), ("extension", ext)):
         rows = [c for c in ctx.claims if c.family == fam]
         if rows:
             lines += [f"{title}:", "", *(f"- {finding_line(c)}" for c in rows), ""]
+    if plan is not None:  # after the findings: how they were decided, then the plan's note
+        when = ("written before this run" if plan.written_before_run
+                else "**written after this run was seen**")
+        lines += [(f"Decided with the analysis plan `plan.yaml`, {when}, and the rules in "
+                   "docs/statistics.md (\"Claims: how a test becomes a decision\"). "
+                   f"The plan's note: {plan.note}"), ""]
     return lines + ["Each claim's test, numbers and plan: \"Claims in detail\" at the end.", ""]
 
 
@@ -830,7 +831,39 @@ def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures
     found = claims.evaluate(inp, plan) if found is None else found
     ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy, chain_minutes,
                        found, plan)
-    return "\n".join(line for section in SECTIONS for line in section(ctx)).rstrip() + "\n"
+    return "\n".join(wrap_prose([line for section in SECTIONS for line in section(ctx)])
+                     ).rstrip() + "\n"
+
+
+WIDTH = 100  # report.md's prose lines, for a terminal: tables, headings and images stay whole
+_MARKER = re.compile(r"([-+*>#|=]|\d+[.)])(\s|$)")  # starts a list, a quote, a heading, a row
+
+
+def wrap_prose(lines: list[str], width: int = WIDTH) -> list[str]:
+    """Each prose line (a paragraph or a list item) longer than `width` broken at spaces,
+    a list item's continuation indented under its text. Never breaks before a word that would
+    start a markdown block (a list marker, `#`, `|`), nor a table row, heading, image or a
+    fenced block; joining a wrapped line's pieces with one space gives the line back."""
+    out, fenced = [], False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or len(line) <= width or line.startswith(("|", "#", "![", "    ", "```")):
+            out.append(line)
+            continue
+        bullet = re.match(r"(?:[-*+]|\d+[.)]) ", line)
+        indent = " " * (bullet.end() if bullet else 0)
+        words = line.split(" ")
+        cur = words[0]
+        for word in words[1:]:
+            if len(cur) + 1 + len(word) > width and cur.strip() and word \
+                    and not _MARKER.match(word + " "):
+                out.append(cur)
+                cur = indent + word
+            else:
+                cur += " " + word
+        out.append(cur)
+    return out
 
 
 def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str | Path,
