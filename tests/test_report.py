@@ -189,7 +189,7 @@ def test_claims_table_and_design_differences(complete):
     rows = claim_table(md)
     assert list(rows) == [claims.SHORT[fn.__name__] for fn in claims.CLAIMS]
     words = {"reproduced", "contradicted", "inconclusive", "not tested", "not testable",
-             "smaller than the seed's", "equivalent"}
+             "smaller than the seed's", "smaller (relative δ only)", "equivalent"}
     assert all(any(r[2].startswith(w) for w in words) for r in rows.values())
     assert {r[1] for r in rows.values()} == {"seed", "extension"}
     for line in md.splitlines():  # every table line fits a wide terminal
@@ -346,12 +346,14 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     assert all("Replicates to decide" not in claim_details(md, SHORT[n])
                for n in ("rloo_sharpens", "shaped", "ipo_sources"))  # nothing to plan
     found = claims.evaluate(inp)
-    # out of the families: the rows resting on rloo or ipo_scripted, and the one the fixture
-    # has no data for (the dev split); the early operating point's rows rest on rloo_early,
-    # which passed, so they stay in
+    # out of the families: the rows resting on rloo or ipo_scripted, and those the fixture
+    # has no data for (the dev split, sft_early's per-problem records); the early operating
+    # point's RLOO rows rest on rloo_early, which passed, so they stay in
     assert {c.name for c, _ in claims.family(found)} == {
         c.name for c in found if c.name not in {
-            "rloo_sharpens", "shaped", "ipo_sources", "opd_beats_rloo", "opd_collapses"}}
+            "rloo_sharpens", "shaped", "ipo_sources", "opd_beats_rloo", "opd_collapses",
+            "zero_informative_early"}}
+    assert "sft_early" in next(c for c in found if c.name == "zero_informative_early").why_not
 
 
 def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):

@@ -40,7 +40,9 @@ from .engine import (
     ALPHA,
     CODES,
     EFFECT,
+    EXPLORATORY,
     EXTENSION,
+    FAMILIES,
     MARGIN,
     NO_CHANGE,
     POWER,
@@ -51,26 +53,30 @@ from .engine import (
     Part,
     Plan,
     added_cost,
+    decide_families,
     family,
     grown,
     holm_family,
 )
 from .extensions import every_f_beats_f0, opd_collapses, resample_beats_f0
 from .premises import relate
-from .s0 import feedback, self_distill, zero_informative
+from .s0 import feedback, self_distill, zero_informative, zero_informative_early
 from .s1 import ipo_sources, shaped, shaped_early, shaped_premise, shaped_premise_early
 from .s3 import interventions
 from .s4 import opd_anti_collapse, opd_beats_rloo, rloo_sharpens
 
 # the names other modules and the tests read, besides each claim's function
-__all__ = ["ABOVE", "ALPHA", "CLAIMS", "CODES", "EFFECT", "EXTENSION", "FEEDBACK", "MARGIN",
+__all__ = ["ABOVE", "ALPHA", "CLAIMS", "CODES", "EFFECT", "EXPLORATORY", "EXTENSION", "FAMILIES",
+           "FEEDBACK", "MARGIN",
            "NO_CHANGE", "NO_RECORDS", "POWER", "SEED", "SHARE", "SHORT", "Claim", "Decision",
-           "Part", "Plan", "added_cost", "check_arms", "evaluate", "family", "grown",
+           "Part", "Plan", "added_cost", "check_arms", "decide_families", "evaluate", "family",
+           "grown",
            "holm_family", "pair_chain", "pass_at_k_per_problem", "per_problem",
            "zero_share_per_problem"]
 
 # each claim in a few words: the report's list and table, the forest plot
 SHORT = {"zero_informative": "S0: zero-signal share > 50%",
+         "zero_informative_early": "S0: zero-signal share > 50%, early SFT (S0's)",
          "feedback": "S0: resample R beats every feedback F",
          "self_distill": "S0: SD-R > SFT, pass@1",
          "shaped_premise": "S1 premise, this run's SFT: binary flat, pass@1",
@@ -86,7 +92,7 @@ SHORT = {"zero_informative": "S0: zero-signal share > 50%",
          "resample_beats_f0": "ext: R beats F0",
          "opd_collapses": "ext: OPD collapsed on dev (pass@k < SFT's, pass@1 not)"}
 CLAIMS: tuple[Callable[[Inputs, AnalysisPlan], Claim], ...] = (
-    zero_informative, feedback, self_distill, shaped_premise, shaped, shaped_premise_early,
+    zero_informative, zero_informative_early, feedback, self_distill, shaped_premise, shaped, shaped_premise_early,
     shaped_early, ipo_sources, rloo_sharpens, opd_beats_rloo, opd_anti_collapse, interventions,
     every_f_beats_f0, resample_beats_f0, opd_collapses)
 
@@ -111,16 +117,10 @@ def evaluate(inp: Inputs, plan: AnalysisPlan | None = None) -> list[Claim]:
         c = fn(inp, plan)
         c.name = fn.__name__
         c.planned = plan.claims.get(c.name)
+        if c.planned is not None and c.planned.family == EXPLORATORY:
+            c.family = EXPLORATORY  # declared before the run: its own family, deciding nothing
         check_arms(c, inp)
         claims.append(c)
-    for name in (SEED, EXTENSION):
-        fam = family(claims, name)
-        for c in claims:  # Holm's first step, the strictest: Bonferroni over the family, and
-            # within the claim over its tests
-            if c.family == name:
-                c.plan_alpha = plan.alpha / max(1, len(fam)) / max(1, len(c.tests()))
-        holm_family(fam, plan.alpha)
-    for c in claims:
-        c.decision = c.decide(plan.alpha)
+    decide_families(claims, plan.alpha)
     relate({c.name: c for c in claims}, plan.alpha)
     return claims

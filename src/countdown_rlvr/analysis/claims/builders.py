@@ -144,7 +144,7 @@ def apply_plan(c: Claim, cp: ClaimPlan | None, what: str) -> float | None:
     decided; never this run's own level)."""
     if cp is None:
         return None
-    c.delta, c.seed_scaled = cp.delta, cp.scaled
+    c.delta, c.seed_scaled, c.delta_abs = cp.delta, cp.scaled, cp.delta_abs
     if cp.relative is not None and cp.level is not None:
         c.scaling = (f"the seed's {what} {cp.seed_from:.3f} → {cp.seed_to:.3f} "
                      f"({cp.relative:+.0%}) at the development level {cp.level:.3f} "
@@ -189,6 +189,8 @@ def pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, cp: ClaimPlan | N
         below = pair_test(inp, rows, crossed, null=c.delta, alternative="less")
         if (route := smaller_route(c, res, below)) is not None:
             c.plans.append(route)
+    if c.delta_abs is not None:
+        c.smaller_abs = pair_test(inp, rows, crossed, null=c.delta_abs, alternative="less").pvalue
     return c
 
 

@@ -55,7 +55,9 @@ POWER = 0.8
 MARGIN = 0.05
 SHARE = 0.5
 EFFECT, NO_CHANGE, ABOVE = "effect", "no change", "above"
-SEED, EXTENSION = "seed", "extension"
+SEED, EXTENSION, EXPLORATORY = "seed", "extension", "exploratory"
+FAMILIES = (SEED, EXTENSION, EXPLORATORY)  # each its own Holm family; plan.yaml declares a row
+# exploratory (planned below POWER) before the run: reported, deciding nothing
 ADD_REPLICATES = "dvc exp run"  # then one -S 'replicates.<list>=[...]' per list that grows
 
 
@@ -64,6 +66,10 @@ class Decision(str, Enum):
     REPRODUCED = "reproduced"
     REPRODUCED_SMALLER = "reproduced_smaller"  # the seed's direction, gains above delta excluded
     SMALLER = "smaller"  # gains above delta excluded, no effect shown either way
+    # the same, where only the relative reading holds: gains above the plan's delta excluded,
+    # gains above the seed's absolute change's (delta_abs) not
+    REPRODUCED_SMALLER_RELATIVE = "reproduced_smaller_relative"
+    SMALLER_RELATIVE = "smaller_relative"
     EQUIVALENT = "equivalent"  # a no-change claim: the change is within +-delta
     CONTRADICTED = "contradicted"
     INCONCLUSIVE = "inconclusive"
@@ -74,7 +80,8 @@ class Decision(str, Enum):
 # one number per decision, so `dvc metrics diff` shows a decision change as a number too
 CODES = {Decision.REPRODUCED: 1, Decision.REPRODUCED_SMALLER: 2, Decision.SMALLER: 3,
          Decision.EQUIVALENT: 4, Decision.INCONCLUSIVE: 0, Decision.CONTRADICTED: -1,
-         Decision.NOT_TESTED: -2, Decision.NOT_TESTABLE: -3}
+         Decision.NOT_TESTED: -2, Decision.NOT_TESTABLE: -3,
+         Decision.REPRODUCED_SMALLER_RELATIVE: 5, Decision.SMALLER_RELATIVE: 6}
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,9 @@ class Claim:
     seed_scaled: float | None = None  # the seed's effect on this run's scale (the plan's)
     scaling: str = ""  # how it was scaled, in words
     delta: float | None = None  # the plan's smallest effect of interest / no-change margin
+    delta_abs: float | None = None  # the absolute reading's bound: delta_fraction x the seed's
+    # own change (to - from), not scaled to this model's level
+    smaller_abs: float | None = None  # p of the one-sided test that the effect is below it
     family: str = SEED  # SEED | EXTENSION: each its own Holm family
     unit: str = "effect"  # what `effect` measures (the forest plot's panel)
     model: str = ""  # which model tested it, where the crossed one could not be used: why
@@ -153,6 +163,8 @@ class Claim:
     adjusted: float | None = field(default=None, init=False)  # claim_p, Holm-adjusted
     significant: frozenset[str] = field(default=frozenset(), init=False)  # its tests that
     # decide at the claim's Holm step
+    absolute: bool | None = field(default=None, init=False)  # the absolute reading holds at
+    # the claim's Holm step (as a deciding test would); None: no absolute reading
     decision: Decision = field(default=Decision.INCONCLUSIVE, init=False)
     plan_alpha: float = field(default=ALPHA, init=False)  # the level replicates are planned at
     planned: ClaimPlan | None = field(default=None, init=False)  # plan.yaml's entry
@@ -188,12 +200,17 @@ class Claim:
         sig = self.significant
         if "against" in sig or ("for" in sig and not self.right_way):
             return Decision.CONTRADICTED
+        # "smaller than the seed's" only where both readings hold: the relative one (the
+        # plan's delta, the deciding test) and the absolute one (delta_abs, a reading beside
+        # it that can only qualify the decision, never make one)
+        relative_only = self.absolute is False
         if "for" in sig:
             if self.for_decision == Decision.REPRODUCED and "smaller" in sig:
-                return Decision.REPRODUCED_SMALLER
+                return Decision.REPRODUCED_SMALLER_RELATIVE if relative_only \
+                    else Decision.REPRODUCED_SMALLER
             return self.for_decision
         if "smaller" in sig:
-            return Decision.SMALLER
+            return Decision.SMALLER_RELATIVE if relative_only else Decision.SMALLER
         return Decision.INCONCLUSIVE
 
     def check_cell(self) -> str:
@@ -251,6 +268,14 @@ class Claim:
         return self._power([(p.seed, p.one_sided if p.seed_one_sided is None
                              else p.seed_one_sided) for p in self.plans])
 
+    def mde(self) -> float | None:
+        """The minimum detectable effect: the distance from its null at which the claim's
+        first route (its `for` test) has POWER, with this run's variance at the plan's
+        replicates and `plan_alpha`. None: no plan, no spread, or one replicate planned."""
+        if self.planned is None or not self.plans or self.planned.replicates < 2:
+            return None
+        return detectable(self.plans[0], self.planned.replicates, self.plan_alpha)
+
     def _power(self, effects: Sequence[tuple[float, bool]]) -> float | None:
         """The smallest power over the routes, each at (effect, one-sided) in plans' order."""
         if not self.plans or any(not p.sd for p in self.plans):
@@ -267,6 +292,31 @@ class Claim:
             else:
                 powers.append(t_power(effect, p.sd, p.n, self.plan_alpha, alt))
         return min(powers)
+
+
+def route_power(plan: Plan, effect: float, n: int, alpha: float) -> float:
+    """One route's power at a true distance `effect` from its null with n replicates: the
+    crossed model where the route has its components, else the t-test with its SD."""
+    alt = "greater" if plan.one_sided else "two-sided"
+    if plan.crossed is not None and (comps := plan.crossed.components()) is not None:
+        return crossed_power(effect, comps, plan.crossed.n_problems, n, alpha, alt)
+    return t_power(effect, plan.sd, n, alpha, alt)
+
+
+def detectable(plan: Plan, n: int, alpha: float, power: float = POWER) -> float | None:
+    """The smallest distance from the route's null that its test detects with `power` at n
+    replicates (bisection: power rises with the distance). None: no spread to plan from."""
+    if not plan.sd or n < 2:
+        return None
+    lo, hi = 0.0, plan.sd
+    while route_power(plan, hi, n, alpha) < power:
+        lo, hi = hi, 2 * hi
+        if hi > 1e6 * plan.sd:
+            return None
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if route_power(plan, mid, n, alpha) < power else (lo, mid)
+    return hi
 
 
 def _n(effect: float, plan: Plan, one_sided: bool, alpha: float) -> int | None | str:
@@ -343,6 +393,19 @@ def _se_df(res: FlooredTest | CrossedTest) -> tuple[float | None, float | None]:
     return (None, None) if not res.sd else (res.sd / math.sqrt(res.n), res.n - 1)
 
 
+def beyond_margin(res: FlooredTest | CrossedTest, margin: float | None,
+                  rise_only: bool = False) -> float | None:
+    """A no-change claim's `against`: the one-sided test that the effect lies beyond the
+    margin on the side its estimate is on (H0: effect <= +margin, or >= -margin), not that it
+    differs from 0; `rise_only`: only a rise beyond +margin contradicts (a "no rise" claim).
+    The two sides' rejection regions are disjoint, so the side need not be corrected for."""
+    se, df = _se_df(res)
+    if margin is None or not se or df is None:
+        return None
+    up = t_dist.sf((res.mean - margin) / se, df)
+    return float(up if rise_only or res.mean >= 0 else t_dist.cdf((res.mean + margin) / se, df))
+
+
 def tost(res: FlooredTest | CrossedTest, delta: float | None) -> float | None:
     """Two one-sided tests that the true effect lies within (-delta, +delta), with the
     claim's own test's standard error and degrees of freedom: the larger of the two ps."""
@@ -355,7 +418,7 @@ def tost(res: FlooredTest | CrossedTest, delta: float | None) -> float | None:
 
 
 def family(claims: Sequence[Claim], name: str | None = None) -> list[tuple[Claim, float]]:
-    """Holm's family (`name`: SEED or EXTENSION; None: both): each claim that can be decided,
+    """Holm's family (`name`: one of FAMILIES; None: all): each claim that can be decided,
     once, with its `claim_p`."""
     return [(c, c.claim_p()) for c in claims if c.tested and c.claim_p() is not None
             and (name is None or c.family == name)]
@@ -375,3 +438,19 @@ def holm_family(members: list[tuple[Claim, float]], alpha: float) -> None:
         c.significant = frozenset(key for key, p in ps.items()
                                   if p_adj is not None and p_adj < alpha
                                   and p * len(ps) <= level)
+        c.absolute = None if c.smaller_abs is None else bool(
+            p_adj is not None and p_adj < alpha and c.smaller_abs * len(ps) <= level)
+
+
+def decide_families(claims: Sequence[Claim], alpha: float) -> None:
+    """Each family's Holm correction (a claim only ever meets its own family's), the level
+    its replicates are planned at, and every claim's decision."""
+    for name in FAMILIES:
+        fam = family(claims, name)
+        for c in claims:  # Holm's first step, the strictest: Bonferroni over the family, and
+            # within the claim over its tests
+            if c.family == name:
+                c.plan_alpha = alpha / max(1, len(fam)) / max(1, len(c.tests()))
+        holm_family(fam, alpha)
+    for c in claims:
+        c.decision = c.decide(alpha)

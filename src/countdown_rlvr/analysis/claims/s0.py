@@ -84,15 +84,57 @@ def zero_informative(inp: Inputs, plan: AnalysisPlan) -> Claim:
                     binomtest(round(m["zero_informative"] * int(m["n_problems"])),
                               int(m["n_problems"]), share).pvalue)
         for t, m in runs.items())
+    _share_numbers(c, res, low, effects, share)
+    return c
+
+
+def zero_informative_early(inp: Inputs, plan: AnalysisPlan) -> Claim:
+    """S0's share at S0's operating point: the early SFT checkpoint (`sft_early`, pass@1 ~0.09
+    like S0's model), from the compare stage's per-problem records of the test split (the
+    diagnose stage samples the final SFT policy only)."""
+    share = plan.share_threshold
+    c = Claim("S0, at its operating point: the share of zero-informative prompts (all K "
+              f"samples alike) of the early SFT checkpoint (`sft_early`) is above {share:.0%}",
+              "59.2% (500 prompts of its model)", ABOVE, chain="sft",
+              no_check="the early SFT checkpoint is measured as it is, no arm is trained for it",
+              unit=f"share − {share:.0%}")
+    cp = plan.claims.get("zero_informative_early")
+    c.seed_scaled = None if cp is None else cp.scaled
+    c.scaling = f"the seed's share 59.2% minus the threshold {share:.0%}, not scaled"
+    records = per_problem(inp, "sft_early")
+    tags = [t for t in (inp.tags_of("sft") or sorted(records or {})) if t in (records or {})]
+    if len(tags) < 2:
+        c.why_not = ("no per-problem test records of sft_early on two or more replicates "
+                     "(params without `sft.early_step`, or details written before the records)")
+        return c
+    k = int(next(iter(inp.runs.get("diagnose.json", {}).values()), {}).get("k") or 8)
+    d = np.column_stack([zero_share_per_problem(*records[t], k) for t in tags])
+    res = crossed_test(d, null=share, alternative="greater")
+    low = crossed_test(d, null=share, alternative="less")
+    rates, n = list(d.mean(axis=0)), d.shape[0]
+    c.test = (f"one-sided crossed test over {res.n_problems} problems x {res.n} replicates "
+              f"that the share (each problem's chance that {k} samples are all alike) is "
+              f"above {share:.0%}" + floor_words(res) + "; against: the one-sided test below it")
+    ref = rate_vs_reference(rates, n, 0.592, 500)
+    c.run = (f"{res.mean:.1%} (K={k}, {n} prompts); vs the seed's 59.2% (context, not the "
+             f"decision): {ref['diff']:+.3f} ± {1.96 * ref['se']:.3f}, p {fmt_p(ref['pvalue'], 2)}")
+    c.per_replicate = ", ".join(
+        f"{t} {r:.1%} " + one_draw(r - share, binomtest(round(r * n), n, share).pvalue)
+        for t, r in zip(tags, rates, strict=True))
+    _share_numbers(c, res, low, rates, share)
+    return c
+
+
+def _share_numbers(c: Claim, res, low, rates, share: float) -> None:
+    """A share claim's numbers: its tests' ps, effect and interval as share − threshold, and
+    its route, decided by the test above or the one below, whichever side the share is on."""
     c.pvalue, c.against, c.right_way = res.pvalue, low.pvalue, True
     c.effect = res.mean - share
     if res.ci_low is not None:
         c.ci = (res.ci_low - share, res.ci_high - share)
-    c.replicate_effects = tuple(float(r) - share for r in effects)
-    # decided by the test above or the one below, whichever side the share is on
+    c.replicate_effects = tuple(float(r) - share for r in rates)
     c.plans = [Plan(f"share − {share:.0%}", abs(res.mean - share), c.seed_scaled, res.sd, True,
                     crossed=res if isinstance(res, CrossedTest) else None, n=res.n)]
-    return c
 
 
 def feedback(inp: Inputs, plan: AnalysisPlan) -> Claim:
@@ -130,6 +172,9 @@ def feedback(inp: Inputs, plan: AnalysisPlan) -> Claim:
                                     null=c.delta, alternative="less")
         if (route := smaller_route(c, t_rb, below)) is not None:
             c.plans.append(route)
+    if c.delta_abs is not None:
+        c.smaller_abs = repair_contrast(runs, "R", best, "mcnemar_vs_resample", best,
+                                        null=c.delta_abs, alternative="less")[1].pvalue
     return c
 
 

@@ -43,7 +43,7 @@ from .builders import (
     test_kind,
     within_vars,
 )
-from .engine import EFFECT, NO_CHANGE, Claim, Decision, Part, Plan, tost
+from .engine import EFFECT, NO_CHANGE, Claim, Decision, Part, Plan, beyond_margin, tost
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,11 @@ def _premise(inp: Inputs, plan: AnalysisPlan, point: Point, seed: str) -> Claim:
     c.run = f"binary RLOO − {point.sft_label}, pass@1 {ci_text(two)}"
     c.per_replicate = per_replicate_text(rows)
     c.test = (f"two one-sided {test_kind(two)}s that pass@1 moves by less than {margin} either "
-              f"way" + floor_words(two) + f"; against: the two-sided {test_kind(two)} of the change")
+              f"way" + floor_words(two) + f"; against: the one-sided {test_kind(two)} that it moves by "
+              f"more than {margin} (on the side it moved)")
     c.equiv = tost(two, margin)
     c.pvalue, c.right_way, c.effect = c.equiv, True, two.mean
-    c.against = two.pvalue
+    c.against = beyond_margin(two, margin)  # contradicted only by |change| > margin
     fill_interval(c, two, [r["pass_diff"] for r in rows.values()])
     c.parts = [Part(f"binary RLOO − {point.sft_label} pass@1", "does binary RLOO learn?", two,
                     says=("binary learns", "binary falls below SFT", "no detectable change"))]
@@ -191,6 +192,8 @@ def ipo_sources(inp: Inputs, plan: AnalysisPlan) -> Claim:
         d = np.column_stack([avg(a_rec, t) - avg(b_rec, t) for t in tags])
         res = crossed_test(d)
         below = crossed_test(d, null=c.delta, alternative="less") if c.delta else None
+        below_abs = crossed_test(d, null=c.delta_abs, alternative="less") \
+            if c.delta_abs else None
         effects = list(d.mean(axis=0))
         c.test = (f"crossed test over {res.n_problems} problems x {res.n} replicates of the "
                   "per-problem average pass@k difference" + floor_words(res))
@@ -203,6 +206,8 @@ def ipo_sources(inp: Inputs, plan: AnalysisPlan) -> Claim:
         res = floored_t_test(effects, wv)
         below = floored_t_test(effects, wv, null=c.delta, alternative="less") \
             if c.delta else None
+        below_abs = floored_t_test(effects, wv, null=c.delta_abs, alternative="less") \
+            if c.delta_abs else None
         c.model = NO_RECORDS
         c.test = (f"t-test across {res.n} replicates of the per-replicate average pass@k "
                   "difference" + floor_words(res))
@@ -214,6 +219,8 @@ def ipo_sources(inp: Inputs, plan: AnalysisPlan) -> Claim:
                     crossed=res if isinstance(res, CrossedTest) else None, n=res.n)]
     if below is not None and (route := smaller_route(c, res, below)) is not None:
         c.plans.append(route)
+    if below_abs is not None:
+        c.smaller_abs = below_abs.pvalue
     pairs = {s: m.get("pairs") for s, m in ((s, inp.data.get(f"ipo/{s}.json") or {})
                                             for s in ("scripted", "easyneg", "hardneg", "base"))}
     c.note = "pairs per source: " + ", ".join(f"{s} {n}" for s, n in pairs.items() if n)

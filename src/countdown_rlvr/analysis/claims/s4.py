@@ -23,7 +23,7 @@ from .builders import (
     pair_test,
     test_kind,
 )
-from .engine import EFFECT, NO_CHANGE, Claim, Part, Plan
+from .engine import EFFECT, NO_CHANGE, Claim, Part, Plan, beyond_margin
 
 
 def _top_k(inp: Inputs, a: str, b: str) -> int | None:
@@ -67,16 +67,17 @@ def rloo_sharpens(inp: Inputs, plan: AnalysisPlan) -> Claim:
         f", pass@{k} {rk[t]['pass_diff']:+.3f}" for t in r1 if t in rk)
     c.test = (f"both: {test_kind(up)} of the pass@1 rise, and one-sided {test_kind(top)} that "
               f"pass@{k} rises by less than {margin} (p = the larger); against: pass@1 "
-              "significantly down or pass@k significantly up (Bonferroni over the two)")
+              f"significantly down or pass@k up by more than {margin} (one-sided; Bonferroni "
+              "over the two)")
     c.parts = [Part("pass@1 diff", "pass@1 rises", up),
                Part(f"pass@{k} diff", f"pass@{k} rises by less than {margin} (one-sided)",
                     no_rise, positive=False)]
     if up.pvalue is not None and no_rise.pvalue is not None:
         c.pvalue = max(up.pvalue if up.mean > 0 else 1.0, no_rise.pvalue)
         c.right_way = up.mean > 0
+        rise = beyond_margin(top, margin, rise_only=True)  # not "pass@k moved at all"
         c.against = min(1.0, 2 * min(up.pvalue if up.mean < 0 else 1.0,
-                                     top.pvalue if top.pvalue is not None and top.mean > 0
-                                     else 1.0))
+                                     1.0 if rise is None else rise))
     fill_interval(c, top, [r["pass_diff"] for r in rk.values()])
     c.plans = [Plan("pass@1 rise", up.mean, seed1, up.sd,
                     crossed=up if isinstance(up, CrossedTest) else None, n=up.n),
@@ -140,6 +141,12 @@ def opd_beats_rloo(inp: Inputs, plan: AnalysisPlan) -> Claim:
             c.plans += [Plan(f"pass@{kk} smaller than δ", d - t.mean, d, t.sd, one_sided=True,
                              crossed=t if isinstance(t, CrossedTest) else None, n=t.n)
                         for kk, d, t in ((1, c.delta, t1), (k, delta_k, tk))]
+    abs_k = None if cp is None else cp.delta_abs_k
+    if c.delta_abs is not None and abs_k is not None:  # the absolute reading, both parts
+        p1 = pair_test(inp, r1, x1, null=c.delta_abs, alternative="less").pvalue
+        pk = pair_test(inp, rk, xk, null=abs_k, alternative="less").pvalue
+        if p1 is not None and pk is not None:
+            c.smaller_abs = min(1.0, 2 * min(p1, pk))
     return c
 
 
