@@ -1,4 +1,7 @@
-"""Test helpers shared by the training-loop tests (importable: pytest puts tests/ on sys.path)."""
+"""Test helpers shared by the training-loop tests and the report's (importable: pytest puts tests/
+on sys.path)."""
+
+import re
 
 
 class RecordingLive:
@@ -35,3 +38,21 @@ def config_of(cls, path: str, overrides: dict | None = None, inherit: str | None
         block = block[part]
     block[last] = merged(block[last], overrides or {})
     return from_section(cls, "test", params, path, inherit)
+
+
+_BLOCK = re.compile(r"([-+*>#|]|\d+[.)])(\s|$)|!\[")
+
+
+def unwrap_md(text: str) -> str:
+    """report.md with its wrapped prose joined back, one line per paragraph or list item (as
+    the report builds them before `report.wrap_prose`): a line continues the one before when
+    both are prose and it starts no block of its own."""
+    out: list[str] = []
+    for line in text.splitlines():
+        prev = out[-1] if out else ""
+        if line.strip() and prev.strip() and not prev.startswith(("|", "#", "![")) \
+                and not _BLOCK.match(line.lstrip()) and not line.startswith("    "):
+            out[-1] = prev + " " + line.lstrip(" ")
+        else:
+            out.append(line)
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")

@@ -112,12 +112,12 @@ def test_an_arm_is_checked_on_its_own_chains_replicates():
                                "opd_ac.json": {f"r{s}": rise for s in (0, 2)}})
     for arms in (("rloo",), ("opd", "opd_ac")):
         c = claims.Claim("x", "y", claims.EFFECT, arms=arms)
-        claims._check_arms(c, inp)
+        claims.check_arms(c, inp)
         assert c.check_status == "pass", c.check_why
         assert set(c.arm_checks[0].per_replicate) == {f"r{s}" for s in chains[chain_of(arms[0])]}
     inp.runs["rloo.json"].pop("r3")
     c = claims.Claim("x", "y", claims.EFFECT, arms=("rloo",))
-    claims._check_arms(c, inp)
+    claims.check_arms(c, inp)
     assert c.check_status == "not measured" and "r3" in c.check_why
 
 
@@ -128,23 +128,23 @@ def test_a_claim_is_planned_on_its_chain_with_a_command_that_works():
     rep = {"sft": [0, 1, 2, 3, 4], "ipo": [0, 1, 2], "rloo": [0, 1, 2, 3], "opd": [0, 1, 2],
            "repair": [0, 1, 2, 3, 4], "int": [0, 1, 2]}
     minutes = {"sft": 3.6, "ipo": 2.6, "rloo": 7.7, "opd": 5.9, "repair": 1.8, "int": 5.6}
-    lists, added = claims._grown(rep, "int", 3)
+    lists, added = claims.grown(rep, "int", 3)
     assert added == [3, 4, 5]  # rloo's 3 first, then SFT's 4, then a new seed
     assert lists == {"seeds": [0, 1, 2, 3, 4, 5], "rloo": [0, 1, 2, 3, 4, 5],
                      "int": [0, 1, 2, 3, 4, 5]}
-    assert claims._cost(rep, "int", added, minutes) == pytest.approx(
+    assert claims.added_cost(rep, "int", added, minutes) == pytest.approx(
         3 * 5.6 + 2 * 7.7 + 3.6)
-    assert claims._grown(rep, "repair", 2) == ({"seeds": [0, 1, 2, 3, 4, 5, 6],
+    assert claims.grown(rep, "repair", 2) == ({"seeds": [0, 1, 2, 3, 4, 5, 6],
                                                "repair": [0, 1, 2, 3, 4, 5, 6]}, [5, 6])
-    assert claims._grown(rep, "sft", 1) == ({"seeds": [0, 1, 2, 3, 4, 5]}, [5])
+    assert claims.grown(rep, "sft", 1) == ({"seeds": [0, 1, 2, 3, 4, 5]}, [5])
     # a new seed comes after every listed one, never below them: the defaults start at 1
     # because pilots tuned on 0, and the advice must not hand that seed back
     from_one = {c: [s + 1 for s in seeds] for c, seeds in rep.items()}
-    assert claims._grown(from_one, "opd", 3)[1] == [4, 5, 6]
-    assert claims._grown(from_one, "sft", 1) == ({"seeds": [1, 2, 3, 4, 5, 6]}, [6])
+    assert claims.grown(from_one, "opd", 3)[1] == [4, 5, 6]
+    assert claims.grown(from_one, "sft", 1) == ({"seeds": [1, 2, 3, 4, 5, 6]}, [6])
     # the advice applied: a valid `replicates` section
     for chain in CHAINS:
-        lists, _ = claims._grown(rep, chain, 4)
+        lists, _ = claims.grown(rep, chain, 4)
         Replicates(**{**{"seeds" if c == "sft" else c: s for c, s in rep.items()}, **lists})
 
 

@@ -1,4 +1,4 @@
-"""The RL claims (analysis/claims_rl.py) on claim fixtures: the report fixture
+"""The RL claims (analysis/claims/: s1, s4, extensions) on claim fixtures: the report fixture
 (tests/fixtures/report) with the pairs of each route written over it, the early operating
 point's pairs added, and the development split's blocks added to the evaluations of plain
 OPD and SFT, as the compare and evaluate stages write them."""
@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import unwrap_md
 from test_report import CONFIGURED, ROOT, claim_details, claim_table, copy_fixture, render
 
 from countdown_rlvr.analysis import claims
@@ -109,7 +110,7 @@ def rendered(tmp_path_factory):
     with_early(root)
     with_dev(root)
     render(root, require_all=True)
-    return root, (root / "reports/report.md").read_text()
+    return root, unwrap_md((root / "reports/report.md").read_text())
 
 
 def test_the_new_rows_are_in_the_report_in_their_families(rendered):
@@ -226,13 +227,17 @@ def test_the_plan_checks_the_second_quantitys_delta():
     """delta_k follows the one rule as delta does; a second quantity needs both its seed
     numbers and its level; no claim of the plan is missing from it; the shipped plan was
     written before its run and plans at least 4 replicates for every claim, with a planned
-    power exactly where the claim has a seed effect on this scale."""
+    power exactly where the claim has a seed effect on this scale and a pilot."""
     plan = load_plan(ROOT / "plan.yaml")
     assert {fn.__name__ for fn in claims.CLAIMS} == set(plan.claims)
     assert plan.written_before_run
     assert all(cp.replicates >= 4 for cp in plan.claims.values())
+    # a row added without a pilot says so in its variance and has no planned power yet
+    variance = {n: c.get("variance") for n, c in
+                yaml.safe_load((ROOT / "plan.yaml").read_text())["claims"].items()}
     assert {n for n, cp in plan.claims.items() if cp.planned_power is not None} == {
-        n for n, cp in plan.claims.items() if cp.scaled is not None}
+        n for n, cp in plan.claims.items() if cp.scaled is not None
+        and variance[n] != "no pilot"}
     assert all(0 <= cp.planned_power <= 1 for cp in plan.claims.values()
                if cp.planned_power is not None)
     raw = yaml.safe_load((ROOT / "plan.yaml").read_text())

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers import unwrap_md
 
 from countdown_rlvr.analysis.compare import PER_PROBLEM_COLUMNS
 from countdown_rlvr.analysis.report import (
@@ -92,7 +93,7 @@ def claim_details(md: str, short: str) -> dict[str, str]:
 def complete(tmp_path_factory):
     root = copy_fixture(tmp_path_factory.mktemp("complete"))
     render(root, require_all=True)
-    return root, (root / "reports/report.md").read_text()
+    return root, unwrap_md((root / "reports/report.md").read_text())
 
 
 def test_every_figure_is_written_and_embedded(complete):
@@ -188,7 +189,7 @@ def test_claims_table_and_design_differences(complete):
     rows = claim_table(md)
     assert list(rows) == [claims.SHORT[fn.__name__] for fn in claims.CLAIMS]
     words = {"reproduced", "contradicted", "inconclusive", "not tested", "not testable",
-             "smaller than the seed's", "equivalent"}
+             "smaller than the seed's", "smaller (relative δ only)", "equivalent"}
     assert all(any(r[2].startswith(w) for w in words) for r in rows.values())
     assert {r[1] for r in rows.values()} == {"seed", "extension"}
     for line in md.splitlines():  # every table line fits a wide terminal
@@ -253,7 +254,7 @@ def decided(rule, p=None, right=True, against=None, smaller=None, delta=0.1, sta
         c.check_status, c.check_why = status, "why"
     fam = claims.family([c])
     fam += [(claims.Claim("o", "o", claims.EFFECT), q) for q in others]
-    claims._holm_family(fam, 0.05)
+    claims.holm_family(fam, 0.05)
     c.decision = c.decide()
     return c
 
@@ -308,7 +309,7 @@ def test_each_decision_route_and_its_words():
 
 
 def claims_rows(root: Path) -> dict[str, list[str]]:
-    return claim_table((root / "reports/report.md").read_text())
+    return claim_table(unwrap_md((root / "reports/report.md").read_text()))
 
 
 def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
@@ -328,7 +329,7 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
         del m["val_margin_after"]
         path.write_text(json.dumps(m))
     inp = render(root, require_all=True)
-    md = (root / "reports/report.md").read_text()
+    md = unwrap_md((root / "reports/report.md").read_text())
     rows = claim_table(md)
     sharpen = claim_details(md, SHORT["rloo_sharpens"])
     assert sharpen["Decision"] == ("not tested: rloo failed its check (training rollout pass "
@@ -345,12 +346,14 @@ def test_an_arm_that_did_not_move_is_not_tested(tmp_path):
     assert all("Replicates to decide" not in claim_details(md, SHORT[n])
                for n in ("rloo_sharpens", "shaped", "ipo_sources"))  # nothing to plan
     found = claims.evaluate(inp)
-    # out of the families: the rows resting on rloo or ipo_scripted, and the one the fixture
-    # has no data for (the dev split); the early operating point's rows rest on rloo_early,
-    # which passed, so they stay in
+    # out of the families: the rows resting on rloo or ipo_scripted, and those the fixture
+    # has no data for (the dev split, sft_early's per-problem records); the early operating
+    # point's RLOO rows rest on rloo_early, which passed, so they stay in
     assert {c.name for c, _ in claims.family(found)} == {
         c.name for c in found if c.name not in {
-            "rloo_sharpens", "shaped", "ipo_sources", "opd_beats_rloo", "opd_collapses"}}
+            "rloo_sharpens", "shaped", "ipo_sources", "opd_beats_rloo", "opd_collapses",
+            "zero_informative_early"}}
+    assert "sft_early" in next(c for c in found if c.name == "zero_informative_early").why_not
 
 
 def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):
@@ -367,7 +370,7 @@ def test_an_arm_that_lost_or_did_not_gain_skill_is_not_tested(tmp_path):
         path = details / rel
         path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
     render(root, require_all=True)
-    md = (root / "reports/report.md").read_text()
+    md = unwrap_md((root / "reports/report.md").read_text())
     ipo = claim_details(md, SHORT["ipo_sources"])["Decision"]
     assert ipo.startswith("not tested: ipo_easyneg failed its check (preference margin")
     assert ipo.endswith(">= (1 - ipo.skill_margin) x SFT's, fails in r2)")
@@ -461,7 +464,7 @@ def test_differences_read_policy_minus_reference_in_either_pair_order(complete, 
     path.write_text(json.dumps(rep))
     render(root, require_all=True)
     before = {r[0]: r for r in table_rows(md, "S4 Table 1")}["rloo"]
-    after = {r[0]: r for r in table_rows((root / "reports/report.md").read_text(), "S4 Table 1")}
+    after = {r[0]: r for r in table_rows(unwrap_md((root / "reports/report.md").read_text()), "S4 Table 1")}
     assert after["rloo"][6:] == before[6:]
 
 
@@ -483,7 +486,7 @@ def test_missing_sections_render_as_not_run(tmp_path):
     root = copy_fixture(tmp_path)
     drop_sections(root)
     inp = render(root, configured=[*CONFIGURED, "ghost"], require_all=False)
-    md = (root / "reports/report.md").read_text()
+    md = unwrap_md((root / "reports/report.md").read_text())
     # an evaluation's stage: its training stage's twin (a name no stage trains: shared)
     for stage, rel in (("repair", "repair.json"), ("evaluate_rloo", "eval/rloo.json"),
                        ("ipo@hardneg", "ipo/hardneg.json"),
@@ -524,7 +527,7 @@ def test_sources_outside_the_configuration_are_not_required(tmp_path):
     configured = [p for p in CONFIGURED if p != "ipo_hardneg"]
     inp = render(root, configured=configured, ipo_sources=sources, require_all=True)
     assert inp.missing == {}
-    md = (root / "reports/report.md").read_text()
+    md = unwrap_md((root / "reports/report.md").read_text())
     assert "*not run* (not in this run's params: no `ipo/hardneg.json`)" in md
 
 
@@ -559,7 +562,7 @@ def test_stage_writes_report_figures_and_timing(tmp_path, monkeypatch, capsys):
     root = copy_fixture(tmp_path)
     run_stage(root, monkeypatch)  # params.yaml defaults: require_all true
     assert "wrote reports/report.md" in capsys.readouterr().out
-    assert "not run" not in (root / "reports/report.md").read_text()
+    assert "not run" not in unwrap_md((root / "reports/report.md").read_text())
     assert {p.stem for p in (root / "reports/figures").iterdir()} == set(FIGURES)
     assert json.loads((root / "reports/timings/report.json").read_text())["seconds"] >= 0
 
@@ -573,7 +576,7 @@ def test_stage_errors_name_the_fix(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match=r"report.reference` 'nobody' is not a policy"):
         run_stage(root, monkeypatch, require_all=False, reference="nobody")
     run_stage(root, monkeypatch, require_all=False)  # the same inputs render when allowed
-    assert "not run" in (root / "reports/report.md").read_text()
+    assert "not run" in unwrap_md((root / "reports/report.md").read_text())
     # a delta that breaks the plan's rule names the value the rule gives
     plan = (ROOT / "plan.yaml").read_text().replace("delta: 0.117", "delta: 0.2")
     (root / "plan.yaml").write_text(plan)
@@ -691,7 +694,7 @@ def test_delta_and_the_seed_effect_come_from_the_plan_file(complete):
     assert "written before this run" in md and plan.note in md
     after = dataclasses.replace(plan, written_before_run=False, note="seen first")
     render(root, require_all=True, plan=after)
-    assert "**written after this run was seen**" in (root / "reports/report.md").read_text()
+    assert "**written after this run was seen**" in unwrap_md((root / "reports/report.md").read_text())
     render(root, require_all=True, plan=plan)  # the module fixture's report, as it was
     inp = load_inputs(root / "reports/details", root / "dvclive", CONFIGURED)
     sd = {c.name: c for c in claims.evaluate(inp, plan)}["self_distill"]
@@ -744,7 +747,8 @@ def test_power_is_the_plans_and_this_runs_estimate_never_observed_power():
 
     assert not hasattr(Claim, "observed_power") and not hasattr(Claim, "seed_power")
     report_src = (ROOT / "src/countdown_rlvr/analysis/report.py").read_text()
-    assert "observed power" not in claims.__doc__ and "observed_power" not in report_src
+    assert "observed power" not in claims.__doc__ + claims.engine.__doc__
+    assert "observed_power" not in report_src
     res = from_mean_squares(0.01, 0.04 + 3 * 0.01, 0.04 + 400 * 4e-4, 0.04, 400, 3)
     c = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.03, 0.03, res.sd, crossed=res, n=3)])
     c.decision = claims.Decision.INCONCLUSIVE
@@ -927,7 +931,7 @@ def test_the_teacher_caveat_weighs_its_margin_against_s4s(tmp_path):
     teacher.update(n_params=3_322_176, pretrain={"steps": 1200})
     (details / "teacher.json").write_text(json.dumps(teacher))
     render(root, require_all=True)
-    line = next(x for x in (root / "reports/report.md").read_text().splitlines()
+    line = next(x for x in unwrap_md((root / "reports/report.md").read_text()).splitlines()
                 if x.startswith("- **The teacher**"))
     assert "3,322,176 parameters" in line and "its own pre-training" in line
     assert "S4's teacher: 1.51x" in line
@@ -940,7 +944,7 @@ def test_the_teacher_caveat_weighs_its_margin_against_s4s(tmp_path):
         block["mean"] = min(1.0, compare["policies"]["sft"]["test"][key]["mean"] * scale)
     (details / "compare.json").write_text(json.dumps(compare))
     render(root, require_all=True)
-    line = next(x for x in (root / "reports/report.md").read_text().splitlines()
+    line = next(x for x in unwrap_md((root / "reports/report.md").read_text()).splitlines()
                 if x.startswith("- **The teacher**"))
     assert "(2.00x;" in line and "which meets S4's" in line
     assert "RLOO steps" not in line  # this teacher had no RL phase
@@ -948,7 +952,7 @@ def test_the_teacher_caveat_weighs_its_margin_against_s4s(tmp_path):
                    rl={"steps": 100, "reward": "binary"})  # teacher.rl: a peer, then RLOO
     (details / "teacher.json").write_text(json.dumps(teacher))
     render(root, require_all=True)
-    line = next(x for x in (root / "reports/report.md").read_text().splitlines()
+    line = next(x for x in unwrap_md((root / "reports/report.md").read_text()).splitlines()
                 if x.startswith("- **The teacher**"))
     assert "trained longer from the same base, then 100 RLOO steps (binary reward)" in line
 

@@ -18,9 +18,10 @@ from countdown_rlvr.analysis import checks, results
 from countdown_rlvr.cli import stage_params
 from countdown_rlvr.core.arms import ARMS
 
-# where an arm may be named: the registry, the claims about it and the report's prose
-ALLOWED = {"src/countdown_rlvr/core/arms.py", "src/countdown_rlvr/analysis/claims.py",
-           "src/countdown_rlvr/analysis/claims_rl.py", "src/countdown_rlvr/analysis/report.py"}
+# where an arm may be named: the registry, the claims about it (a package) and the report's
+# prose
+ALLOWED = {"src/countdown_rlvr/core/arms.py", "src/countdown_rlvr/analysis/report.py"}
+ALLOWED_DIRS = ("src/countdown_rlvr/analysis/claims/",)
 
 
 def test_no_module_outside_the_registry_names_an_arm():
@@ -32,7 +33,8 @@ def test_no_module_outside_the_registry_names_an_arm():
     for path in [*(ROOT / "src").rglob("*.py"), *(ROOT / "stages").rglob("*.py")]:
         rel = path.relative_to(ROOT).as_posix()
         text = path.read_text()
-        if rel not in ALLOWED and (hit := [n for n in names if re.search(rf"\b{n}\b", text)]):
+        allowed = rel in ALLOWED or rel.startswith(ALLOWED_DIRS)
+        if not allowed and (hit := [n for n in names if re.search(rf"\b{n}\b", text)]):
             found[rel] = hit
     assert not found, f"arm names outside countdown_rlvr.core.arms (derive them from it): {found}"
 

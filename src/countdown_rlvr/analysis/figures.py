@@ -217,7 +217,10 @@ def decision(c) -> str:
     return {Decision.REPRODUCED: "reproduced", Decision.REPRODUCED_SMALLER: "reproduced",
             Decision.SMALLER: "smaller than the seed's", Decision.EQUIVALENT: "equivalent",
             Decision.CONTRADICTED: "contradicted", Decision.INCONCLUSIVE: "inconclusive",
-            Decision.NOT_TESTED: "not tested", Decision.NOT_TESTABLE: "not tested"}[c.decision]
+            Decision.NOT_TESTED: "not tested", Decision.NOT_TESTABLE: "not tested",
+            # one reading of "smaller" only: not the seed's size excluded (docs/statistics.md)
+            Decision.REPRODUCED_SMALLER_RELATIVE: "reproduced",
+            Decision.SMALLER_RELATIVE: "inconclusive"}[c.decision]
 
 
 def claim_rows(claims) -> list[ForestRow]:

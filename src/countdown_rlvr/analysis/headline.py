@@ -12,7 +12,7 @@ replicate) and dvclive/ (per-step curves), where the report and `countdown-rlvr 
     reports/metrics/claims/<claim>.json   decision, decision_code, effect, p: each claim's
                                           decision (claims.Decision: a word and its number,
                                           claims.CODES), its pooled effect (or rate
-                                          difference) and its Holm-adjusted p (claims.py)
+                                          difference) and its Holm-adjusted p (claims/)
 
 Files of one kind share their keys and the file's name is its subject, so
 `dvc metrics show` prints one row per policy and per claim (~140 columns wide) and a

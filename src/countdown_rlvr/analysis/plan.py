@@ -3,6 +3,7 @@ interest (delta), its family, replicates and planned power, fixed where the run 
 
     load_plan(path)      -> Plan, checked: every delta follows the one rule the file states
     rule_delta(...)      -> delta = fraction x (to - from) / from x level
+    absolute_delta(...)  -> delta_abs = fraction x (to - from): the absolute reading beside it
 
 The report prints the plan's numbers beside the run's own (`ClaimPlan.planned_power` is the
 plan's, never recomputed from the run), and says whether the plan was written before the run.
@@ -11,14 +12,15 @@ plan's, never recomputed from the run), and says whether the plan was written be
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 PLAN_FILE = "plan.yaml"
 KINDS = ("effect", "no_change", "above")
-FAMILIES = ("seed", "extension")
+FAMILIES = ("seed", "extension", "exploratory")  # exploratory: a row planned below `power`,
+# declared so before the run: its own Holm family, reported, deciding nothing
 
 
 class PlanError(ValueError):
@@ -41,6 +43,9 @@ class ClaimPlan:
     seed_k: tuple[float, float] | None = None  # a second quantity's from -> to (S4's pass@16)
     level_k: float | None = None  # and its development level
     delta_k: float | None = None  # an effect claim's delta on the second quantity (same rule)
+    delta_abs: float | None = None  # the absolute reading: delta_fraction x the seed's own
+    # change (to - from), unscaled (set by parse_plan, never read from the file)
+    delta_abs_k: float | None = None  # and the second quantity's
 
     @property
     def scaled_k(self) -> float | None:
@@ -104,6 +109,12 @@ def rule_delta(fraction: float, seed_from: float, seed_to: float, level: float) 
     return abs(fraction * (seed_to - seed_from) / seed_from * level)
 
 
+def absolute_delta(fraction: float, seed_from: float, seed_to: float) -> float:
+    """The absolute reading's bound: `fraction` of the seed's own change, not relative to this
+    model's level (beside the rule's delta: "smaller than the seed's" needs both)."""
+    return abs(fraction * (seed_to - seed_from))
+
+
 def _check_delta_k(cp: ClaimPlan, fraction: float, where: str) -> None:
     """An effect claim of two quantities (S4: OPD over RLOO on pass@1 and pass@16) has a
     delta for each, both by the one rule: `delta_k` from `seed_k` at `level_k`."""
@@ -164,6 +175,11 @@ def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
         elif cp.delta_k is not None:
             raise PlanError(f"{where}: `delta_k` is for an effect claim of two quantities; "
                             "remove it")
+        if kind == "effect" and cp.relative is not None:
+            cp = replace(cp, delta_abs=absolute_delta(top["delta_fraction"], cp.seed_from,
+                                                      cp.seed_to),
+                         delta_abs_k=None if cp.seed_k is None else
+                         absolute_delta(top["delta_fraction"], *cp.seed_k))
         claims[name] = cp
     extra = raw.get("two_stage") or {}
     if not isinstance(extra, Mapping) or set(extra) - {"min_df", "confidence"}:

@@ -17,6 +17,7 @@ A missing input renders as a "not run" row (or paragraph) naming the stage that 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,17 +201,20 @@ def findings_section(ctx: Context) -> list[str]:
     """What was found, first: one plain line per claim, its decision and its effect."""
     plan = ctx.plan
     lines = ["## What was found", ""]
-    if plan is not None:
+    ext = "Extensions (contrasts no seed tested; their own Holm family)"
+    exploratory = ("Exploratory (planned below 80% power and declared so in plan.yaml before "
+                   "the run: their own Holm family, reported, deciding nothing)")
+    for fam, title in (("seed", "The seeds' claims"), ("extension", ext),
+                       ("exploratory", exploratory)):
+        rows = [c for c in ctx.claims if c.family == fam]
+        if rows:
+            lines += [f"{title}:", "", *(f"- {finding_line(c)}" for c in rows), ""]
+    if plan is not None:  # after the findings: how they were decided, then the plan's note
         when = ("written before this run" if plan.written_before_run
                 else "**written after this run was seen**")
         lines += [(f"Decided with the analysis plan `plan.yaml`, {when}, and the rules in "
                    "docs/statistics.md (\"Claims: how a test becomes a decision\"). "
                    f"The plan's note: {plan.note}"), ""]
-    ext = "Extensions (contrasts no seed tested; their own Holm family)"
-    for fam, title in (("seed", "The seeds' claims"), ("extension", ext)):
-        rows = [c for c in ctx.claims if c.family == fam]
-        if rows:
-            lines += [f"{title}:", "", *(f"- {finding_line(c)}" for c in rows), ""]
     return lines + ["Each claim's test, numbers and plan: \"Claims in detail\" at the end.", ""]
 
 
@@ -232,7 +236,7 @@ def _effect_ci(c) -> str:
 
 
 def decision_words(c, short: bool = False) -> str:
-    """A decision in words (the edge: claims.py keeps the enum). `short`: without the
+    """A decision in words (the edge: the claims package keeps the enum). `short`: without the
     reason a claim was not tested."""
     from .claims import Decision
 
@@ -241,6 +245,14 @@ def decision_words(c, short: bool = False) -> str:
         f" (gains above {delta:+.3g} excluded)"
     if d == Decision.REPRODUCED_SMALLER:
         return "reproduced, smaller than the seed's" + bound
+    # one reading only: not "smaller than the seed's", which needs both (docs/statistics.md)
+    relative = " (relative δ only)" if short or c.delta_abs is None or delta is None else \
+        (f" on the relative reading only: gains above {delta:+.3g} (the seed's relative "
+         f"change at this level) excluded, above {c.delta_abs:+.3g} (its absolute change) not")
+    if d == Decision.REPRODUCED_SMALLER_RELATIVE:
+        return "reproduced, smaller" + relative
+    if d == Decision.SMALLER_RELATIVE:
+        return "smaller" + relative + ("" if short else "; an effect below that is not ruled out")
     if d == Decision.SMALLER:
         return "smaller than the seed's" + bound + (
             "" if short else "; an effect below that is not ruled out")
@@ -637,6 +649,17 @@ def _power_cell(c) -> str:
     return f"{planned}; run {NA if run is None else f'{run:.0%}'} at {c.n or NA}"
 
 
+def _delta_cell(c) -> str:
+    """The plan's delta and, beside it, the absolute reading's bound and whether gains above
+    it are excluded at the claim's Holm step (one cell: the table fits a wide terminal)."""
+    if c.delta is None:
+        return NA
+    if c.delta_abs is None:
+        return f"{c.delta:.3g}"
+    said = {True: "excl.", False: "not excl.", None: NA}[c.absolute]
+    return f"{c.delta:.3g}; abs. {c.delta_abs:.3g} {said}"
+
+
 def claims_table(ctx: Context) -> list[str]:
     """One short row per claim: decision, effect, the plan's delta and the seed's effect,
     the adjusted p and the power (the plan's, and this run's estimate); the details are in
@@ -645,17 +668,22 @@ def claims_table(ctx: Context) -> list[str]:
 
     rows = [[claims.SHORT.get(c.name, c.name), c.family, decision_words(c, short=True),
              NA if c.effect is None or c.why_not else _effect_ci(c), c.unit,
-             NA if c.delta is None else f"{c.delta:.3g}",
+             _delta_cell(c),
              NA if c.seed_scaled is None else f"{c.seed_scaled:+.3f}", fmt_p(c.adjusted),
              _power_cell(c)] for c in ctx.claims]
-    fams = {f: len(claims.family(ctx.claims, f)) for f in (claims.SEED, claims.EXTENSION)}
+    fams = {f: len(claims.family(ctx.claims, f)) for f in claims.FAMILIES}
+    explore = f", {fams['exploratory']} exploratory" if fams["exploratory"] else ""
     return ["## Claims vs this run", "",
             (f"Replicates (training draws) are the unit. p (Holm): adjusted within the claim's "
-             f"family ({fams['seed']} seed claims, {fams['extension']} extensions decided). δ: "
-             "the plan's smallest effect of interest (a no-change claim: its margin). Power: "
-             "the plan's (from before the run where plan.yaml says so, at its replicates) and "
-             "this run's estimate from its own variance at its replicates, both at the seed's "
-             "scaled effect and over every decision route (not observed power)."), "",
+             f"family ({fams['seed']} seed claims, {fams['extension']} extensions{explore} "
+             "decided). δ: the plan's smallest effect of interest (a no-change claim: its "
+             "margin), half the seed's relative change at this model's level; abs.: half "
+             "the seed's own change, unscaled, and whether gains above it are excluded "
+             "(excl.); \"smaller than the seed's\" needs both. Power: the plan's (from before the run where "
+             "plan.yaml says so, at its replicates) and this run's estimate from its own "
+             "variance at its replicates, both at the seed's scaled effect and over every "
+             "decision route (not observed power); beside the plan's, in the details, the "
+             "minimum detectable effect."), "",
             *_table(["claim", "family", "decision", "effect [95% CI]", "unit", "δ",
                      "seed (scaled)", "p (Holm)", "power: plan; this run"], rows), ""]
 
@@ -687,10 +715,19 @@ def claims_details(ctx: Context) -> list[str]:
                             if c.significant else ""))
         lines.append(f"- **Arm check**: {c.check_cell()}")
         if cp is not None:
+            mde = c.mde()
             lines.append(f"- **Plan**: {cp.replicates} replicates, planned power "
                          + (NA if cp.planned_power is None else f"{cp.planned_power:.0%}")
+                         + ("" if mde is None else f", minimum detectable effect {mde:.3f} (80% "
+                            f"power for its first test at {cp.replicates} replicates and its "
+                            f"α {c.plan_alpha:.2g}, this run's variance)")
                          + (f", δ {cp.delta:.3g}" if cp.delta is not None else "")
                          + (f" (level: {cp.level_source})" if cp.level_source else ""))
+        if c.delta_abs is not None and c.smaller_abs is not None:
+            lines.append(f"- **Absolute reading**: gains above δ abs. {c.delta_abs:.3g} (the "
+                         f"plan's fraction of the seed's own change) "
+                         + ("excluded" if c.absolute else "not excluded")
+                         + f", one-sided p {fmt_p(c.smaller_abs)}")
         run = c.run_power()
         if run is not None:
             lines.append(f"- **This run's power estimate** (its variance, {c.n} replicates, "
@@ -842,7 +879,39 @@ def build_markdown(inp: Inputs, figures: dict[str, str], fig_rel: str = "figures
     found = claims.evaluate(inp, plan) if found is None else found
     ctx = make_context(inp, figures, fig_rel, reference, best_of_n_policy, chain_minutes,
                        found, plan)
-    return "\n".join(line for section in SECTIONS for line in section(ctx)).rstrip() + "\n"
+    return "\n".join(wrap_prose([line for section in SECTIONS for line in section(ctx)])
+                     ).rstrip() + "\n"
+
+
+WIDTH = 100  # report.md's prose lines, for a terminal: tables, headings and images stay whole
+_MARKER = re.compile(r"([-+*>#|=]|\d+[.)])(\s|$)")  # starts a list, a quote, a heading, a row
+
+
+def wrap_prose(lines: list[str], width: int = WIDTH) -> list[str]:
+    """Each prose line (a paragraph or a list item) longer than `width` broken at spaces,
+    a list item's continuation indented under its text. Never breaks before a word that would
+    start a markdown block (a list marker, `#`, `|`), nor a table row, heading, image or a
+    fenced block; joining a wrapped line's pieces with one space gives the line back."""
+    out, fenced = [], False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or len(line) <= width or line.startswith(("|", "#", "![", "    ", "```")):
+            out.append(line)
+            continue
+        bullet = re.match(r"(?:[-*+]|\d+[.)]) ", line)
+        indent = " " * (bullet.end() if bullet else 0)
+        words = line.split(" ")
+        cur = words[0]
+        for word in words[1:]:
+            if len(cur) + 1 + len(word) > width and cur.strip() and word \
+                    and not _MARKER.match(word + " "):
+                out.append(cur)
+                cur = indent + word
+            else:
+                cur += " " + word
+        out.append(cur)
+    return out
 
 
 def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str | Path,

@@ -16,7 +16,7 @@ file: `Inputs.split_of(policy, split)` gives each replicate's. Each chain has it
 seeds (`replicates.<chain>`): `Inputs.chains` holds each chain's tags, so an arm is checked,
 and a claim planned, on its own chain's replicates.
 
-Torch-free, and a leaf below report.py, figures.py and claims.py (none imports another's
+Torch-free, and a leaf below report.py, figures.py and claims/ (none imports another's
 inputs code), so the three never disagree on a file, a run or a panel.
 """
 
