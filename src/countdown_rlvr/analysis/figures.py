@@ -218,6 +218,7 @@ def decision(c) -> str:
             Decision.SMALLER: "smaller than the seed's", Decision.EQUIVALENT: "equivalent",
             Decision.CONTRADICTED: "contradicted", Decision.INCONCLUSIVE: "inconclusive",
             Decision.NOT_TESTED: "not tested", Decision.NOT_TESTABLE: "not tested",
+            Decision.NOT_TESTED_PREMISE: "not tested",
             # one reading of "smaller" only: not the seed's size excluded (docs/statistics.md)
             Decision.REPRODUCED_SMALLER_RELATIVE: "reproduced",
             Decision.SMALLER_RELATIVE: "inconclusive"}[c.decision]

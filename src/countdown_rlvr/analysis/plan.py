@@ -85,6 +85,28 @@ class TwoStage:
 
 
 @dataclass(frozen=True)
+class TeacherPremise:
+    """plan.yaml's `premises.teacher`: S4's OPD gains because its teacher covers paths its
+    start lost (S4 Table 1: the teacher's pass@16 0.840 over RLOO's 0.740, +0.100) and is
+    sharper than SFT (pass@1 0.535 over 0.354, 1.51x). Read on the test split: a run whose
+    teacher misses either bound has not set up S4's question, so the rows in `claims` read
+    "not tested (premise)" instead of a decision."""
+    claims: tuple[str, ...]  # the rows resting on it
+    pass_at_k_over_init: float  # teacher pass@K minus OPD's start's (`init`), at least
+    pass_at_1_over_sft: float  # teacher pass@1 over SFT's, at least (a ratio)
+    init: str = "rloo"  # OPD's start (params.yaml `opd.init`)
+    dev: str = ""  # where it was checked before the run (the pilot on the development split)
+
+    def __post_init__(self):
+        if not self.claims or not all(isinstance(c, str) for c in self.claims):
+            raise PlanError("premises.teacher.claims must list the claims resting on it")
+        for key in ("pass_at_k_over_init", "pass_at_1_over_sft"):
+            v = getattr(self, key)
+            if not isinstance(v, float | int) or isinstance(v, bool):
+                raise PlanError(f"premises.teacher.{key} must be a number, got {v!r}")
+
+
+@dataclass(frozen=True)
 class Plan:
     written_before_run: bool
     note: str
@@ -96,6 +118,7 @@ class Plan:
     claims: Mapping[str, ClaimPlan] = field(default_factory=dict)
     path: str = PLAN_FILE
     two_stage: TwoStage = TwoStage()  # optional in plan.yaml: these defaults without it
+    teacher: TeacherPremise | None = None  # optional `premises.teacher`: S4's OPD premise
 
     def of(self, name: str) -> ClaimPlan:
         if name not in self.claims:
@@ -184,7 +207,24 @@ def parse_plan(raw: Mapping, path: str = PLAN_FILE) -> Plan:
     extra = raw.get("two_stage") or {}
     if not isinstance(extra, Mapping) or set(extra) - {"min_df", "confidence"}:
         raise PlanError(f"{path}: two_stage takes min_df and confidence, got {extra!r}")
-    return Plan(**top, claims=claims, path=str(path), two_stage=TwoStage(**extra))
+    premises = raw.get("premises") or {}
+    if not isinstance(premises, Mapping) or set(premises) - {"teacher"}:
+        raise PlanError(f"{path}: premises takes `teacher` only, got {premises!r}")
+    teacher = None
+    if premises.get("teacher") is not None:
+        t = dict(premises["teacher"])
+        unknown = set(t) - set(TeacherPremise.__dataclass_fields__)
+        if unknown:
+            raise PlanError(f"{path}: premises.teacher: unknown {sorted(unknown)}; it takes "
+                            f"{', '.join(TeacherPremise.__dataclass_fields__)}")
+        t["claims"] = tuple(t.get("claims") or ())
+        missing = [c for c in t["claims"] if c not in claims]
+        if missing:
+            raise PlanError(f"{path}: premises.teacher.claims names {missing}, which have no "
+                            "entry under `claims:`")
+        teacher = TeacherPremise(**t)
+    return Plan(**top, claims=claims, path=str(path), two_stage=TwoStage(**extra),
+                teacher=teacher)
 
 
 def load_plan(path: str | Path | None = None) -> Plan:

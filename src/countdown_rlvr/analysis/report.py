@@ -261,6 +261,9 @@ def decision_words(c, short: bool = False) -> str:
             f"equivalent: no change beyond ±{delta:.3g} (the seed claims none)"
     if d == Decision.NOT_TESTED:
         return "not tested (an arm failed its check)" if short else f"not tested: {c.check_why}"
+    if d == Decision.NOT_TESTED_PREMISE:
+        return "not tested (premise)" if short else \
+            f"not tested (premise: S4's teacher standing, plan.yaml): {c.premise_failed}"
     if d == Decision.NOT_TESTABLE:
         return "not testable" if short else f"not testable: {c.why_not}"
     if d == Decision.INCONCLUSIVE and c.adjusted is None and c.tested:

@@ -14,7 +14,8 @@ The package, bottom to top (a module imports only those below it):
                 one module per seed document (S0: zero-signal share, feedback, self-distill;
                 S1: shaped reward at two operating points, IPO sources; S3: interventions;
                 S4: RLOO sharpens, OPD, anti-collapse) and the project's extensions
-    premises    what a premise's decision says in the row that rests on it
+    premises    what a premise's decision says in the row that rests on it; the plan's
+                teacher premise of S4's OPD rows
     (here)      the list of claims, their arm checks and `evaluate`
 """
 
@@ -59,7 +60,7 @@ from .engine import (
     holm_family,
 )
 from .extensions import every_f_beats_f0, opd_collapses, resample_beats_f0
-from .premises import relate
+from .premises import relate, teacher_premise
 from .s0 import feedback, self_distill, zero_informative, zero_informative_early
 from .s1 import ipo_sources, shaped, shaped_early, shaped_premise, shaped_premise_early
 from .s3 import interventions
@@ -121,6 +122,7 @@ def evaluate(inp: Inputs, plan: AnalysisPlan | None = None) -> list[Claim]:
             c.family = EXPLORATORY  # declared before the run: its own family, deciding nothing
         check_arms(c, inp)
         claims.append(c)
+    teacher_premise(claims, inp.compare, plan.teacher)
     decide_families(claims, plan.alpha)
     relate({c.name: c for c in claims}, plan.alpha)
     return claims

@@ -74,6 +74,7 @@ class Decision(str, Enum):
     CONTRADICTED = "contradicted"
     INCONCLUSIVE = "inconclusive"
     NOT_TESTED = "not_tested"  # an arm failed its check
+    NOT_TESTED_PREMISE = "not_tested_premise"  # the plan's premise of it failed (the teacher)
     NOT_TESTABLE = "not_testable"  # no data for it
 
 
@@ -81,7 +82,8 @@ class Decision(str, Enum):
 CODES = {Decision.REPRODUCED: 1, Decision.REPRODUCED_SMALLER: 2, Decision.SMALLER: 3,
          Decision.EQUIVALENT: 4, Decision.INCONCLUSIVE: 0, Decision.CONTRADICTED: -1,
          Decision.NOT_TESTED: -2, Decision.NOT_TESTABLE: -3,
-         Decision.REPRODUCED_SMALLER_RELATIVE: 5, Decision.SMALLER_RELATIVE: 6}
+         Decision.REPRODUCED_SMALLER_RELATIVE: 5, Decision.SMALLER_RELATIVE: 6,
+         Decision.NOT_TESTED_PREMISE: -4}
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,8 @@ class Claim:
     smaller: float | None = None  # p of the one-sided test that the effect is below delta
     equiv: float | None = None  # NO_CHANGE: the equivalence test's p (also `pvalue`)
     why_not: str | None = None  # not testable: why
+    premise_failed: str | None = None  # the plan's premise of it (plan.TeacherPremise) failed:
+    # how; then no decision, and out of its Holm family
     note: str = ""  # e.g. an underpowered arm
     arms: tuple[str, ...] = ()  # the arms whose check the claim rests on (checks.CHECKS)
     chain: str = "sft"  # the chain whose seeds decide it (config.CHAINS)
@@ -173,7 +177,7 @@ class Claim:
     @property
     def tested(self) -> bool:
         """Gets a decision: testable and its arms moved (so it is in its Holm family)."""
-        return not self.why_not and self.check_status == checks.PASS
+        return not self.why_not and self.check_status == checks.PASS and not self.premise_failed
 
     def tests(self) -> dict[str, float]:
         """Its decision tests' ps: `for` and, where it has them, `against` and `smaller`."""
@@ -195,6 +199,8 @@ class Claim:
             return Decision.NOT_TESTABLE
         if self.check_status != checks.PASS:
             return Decision.NOT_TESTED
+        if self.premise_failed:
+            return Decision.NOT_TESTED_PREMISE
         if self.adjusted is None or self.adjusted >= alpha:
             return Decision.INCONCLUSIVE
         sig = self.significant
