@@ -31,7 +31,7 @@ from countdown_rlvr.analysis.claims import (
 from countdown_rlvr.analysis.claims.engine import beyond_margin, detectable, tost
 from countdown_rlvr.analysis.plan import ClaimPlan, PlanError, load_plan, parse_plan
 from countdown_rlvr.analysis.report import decision_words, findings_section, make_context
-from countdown_rlvr.analysis.results import Inputs
+from countdown_rlvr.analysis.results import Inputs, load_inputs
 from countdown_rlvr.stats import floored_t_test, holm, t_power
 from countdown_rlvr.stats.crossed import crossed_power, from_mean_squares
 
@@ -227,3 +227,28 @@ def test_the_early_share_is_the_records_zero_signal_share_at_k8():
 def test_the_early_share_without_records_says_why():
     c = claims.zero_informative_early(Inputs({}, {}, {}, []), load_plan())
     assert "sft_early" in c.why_not and c.decide() == Decision.NOT_TESTABLE
+
+
+# --------------------------------------------------------------------------- S3 at its own size
+
+
+def test_s3s_transfer_row_takes_its_delta_from_table_2_and_gets_a_smaller_route():
+    """With S3's held-out pass@8 change (Table 2: 0.159 -> 0.236) at this run's plain-RL level,
+    the interventions row has the rule's delta, S3's scaled effect to plan at and a
+    smaller-than test, as every effect claim has; without it, the effect test only."""
+    root = Path(load_plan().path).parent
+    replicates = yaml.safe_load((root / "params.yaml").read_text())["replicates"]
+    inp = load_inputs(root / "reports/details", root / "dvclive", replicates=replicates)
+    level = 0.135  # plain RL's held-out pass@8 in the committed run, r6-r9
+    plan = _plan_with("interventions", seed={"from": 0.159, "to": 0.236}, level=level,
+                      delta=round(0.5 * (0.236 - 0.159) / 0.159 * level, 3))
+    with_seed = {c.name: c for c in claims.evaluate(inp, plan)}["interventions"]
+    without = {c.name: c for c in claims.evaluate(inp, load_plan())}["interventions"]
+    assert with_seed.delta == pytest.approx(0.033)
+    assert with_seed.seed_scaled == pytest.approx((0.236 - 0.159) / 0.159 * level)
+    assert with_seed.delta_abs == pytest.approx(0.5 * (0.236 - 0.159))
+    assert with_seed.smaller is not None and with_seed.smaller_abs is not None
+    assert with_seed.effect == pytest.approx(without.effect)
+    # the smaller-than test is the one-sided t-test against delta on the same replicates
+    assert with_seed.smaller > with_seed.smaller_abs  # delta_abs > delta: further above it
+    assert without.delta is None and without.smaller is None and without.seed_unusable
