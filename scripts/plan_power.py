@@ -192,7 +192,9 @@ def relevel(plan: Plan, name: str, level: float, level_k: float | None = None) -
 
 # --------------------------------------------------------------------------- --design
 # the claims whose arms the designs change: OPD's chain (inits x draws) and its pass@k arms
-DESIGN_CLAIMS = ("opd_beats_rloo", "opd_anti_collapse")
+DESIGN_CLAIMS = ("opd_beats_rloo", "opd_anti_collapse", "rloo_sharpens")
+# the two policies a design claim compares, where its arm checks name fewer
+DESIGN_PAIRS = {"rloo_sharpens": ("rloo", "sft")}
 EVAL_S = 13.0  # one evaluation of 400 problems x 16 samples (the committed run), seconds
 OPD_ARMS = ("opd", "opd_ac")  # trained D times per init; rloo once per init
 
@@ -292,13 +294,14 @@ def design_table(evaluated: list, planned: dict, inp, plan: Plan, designs: list[
     for c in evaluated:
         if c.name not in DESIGN_CLAIMS or not planned.get(c.name):
             continue
-        rates = [pooled_rates(claims_mod.per_problem(inp, a)) for a in c.arms]
+        arms = DESIGN_PAIRS.get(c.name, c.arms)
+        rates = [pooled_rates(claims_mod.per_problem(inp, a)) for a in arms]
         if len(rates) != 2 or None in rates:
-            lines.append(f"| {c.name} | – | – | – | no per-problem records of {c.arms} | "
+            lines.append(f"| {c.name} | – | – | – | no per-problem records of {arms} | "
                          "| | | |")
             continue
         cp = plan.claims.get(c.name)
-        k = pair_top_k(inp.compare, *c.arms)
+        k = pair_top_k(inp.compare, *arms)
         for d in designs:
             plain = design_row(planned[c.name], d, alphas[c.name], plan.power, n_problems, rates,
                                None, draw_share, k)
@@ -308,7 +311,7 @@ def design_table(evaluated: list, planned: dict, inp, plan: Plan, designs: list[
                      for x, nd in ((plain[0], 2), (safe[0], 2), (plain[1], 3), (safe[1], 3))]
             effect = "–" if cp is None or cp.scaled is None else f"{cp.scaled:+.3f}"
             lines.append(f"| {c.name} | {d} | {d.inits * d.draws} | "
-                         f"{eval_minutes(c.arms, d):.1f} | " + " | ".join(cells)
+                         f"{eval_minutes(arms, d):.1f} | " + " | ".join(cells)
                          + f" | {effect} |")
     return lines
 
