@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..core.arms import arms
 from ..core.io import atomic_path
 from ..task.prompts import REPAIR_LABELS, RESAMPLE
 from .results import CURVES, RL_RUNS, Inputs
@@ -163,8 +164,9 @@ def fig_rl_curves(inp: Inputs) -> Figure:
     return fig
 
 
-# S4's chain, in training order: whose coverage S4's collapse (and anti-collapse) is about
-COVERAGE_CHAIN = ("sft", "rloo", "opd", "opd_ac")
+# S4's chain, in training order: whose coverage S4's collapse (and anti-collapse) is about:
+# SFT, RLOO, then OPD's arms (plain and anti-collapse), which start from RLOO
+COVERAGE_CHAIN = ("sft", "rloo", *(a.name for a in arms("opd")))
 
 
 def _pooled_test(inp: Inputs, policy: str, key: str) -> dict | None:
