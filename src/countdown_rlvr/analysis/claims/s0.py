@@ -1,4 +1,4 @@
-"""S0's claims (000_*): most prompts give binary RLVR no signal (the zero-signal share), a
+"""S0's claims: most prompts give binary RLVR no signal (the zero-signal share), a
 same-budget resample repairs more than every execution-feedback condition, and
 self-distillation on successful resamples raises pass@1 over SFT."""
 

@@ -1,4 +1,4 @@
-"""S1's claims (001_*): the shaped reward restores learning where binary-reward RLOO
+"""S1's claims: the shaped reward restores learning where binary-reward RLOO
 flat-lines, at two operating points, each with its premise as its own row; and verified
 teacher pairs beat scripted pairs for IPO.
 

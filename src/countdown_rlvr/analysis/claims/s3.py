@@ -1,4 +1,4 @@
-"""S3's claim (003_*): interventions then RL beat plain RL on previously unsolved problems."""
+"""S3's claim: interventions then RL beat plain RL on previously unsolved problems."""
 
 from __future__ import annotations
 

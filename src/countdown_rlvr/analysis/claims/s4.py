@@ -1,4 +1,4 @@
-"""S4's claims (004_*): RLOO sharpens (pass@1 up, pass@k not), on-policy distillation beats
+"""S4's claims: RLOO sharpens (pass@1 up, pass@k not), on-policy distillation beats
 RLOO on pass@1 and pass@k, and anti-collapse OPD keeps pass@k above plain OPD."""
 
 from __future__ import annotations
