@@ -8,22 +8,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..plan import TeacherPremise
+from ..results import get
 from .engine import Claim
 from .s1 import PREMISES
 
 
 def _pass_at(compare: Mapping | None, policy: str, k: int) -> float | None:
     """compare.json's pooled test-split pass@k of `policy` (mean over its replicates)."""
-    v = ((((compare or {}).get("policies") or {}).get(policy) or {}).get("test") or {})
-    return (v.get(f"pass@{k}") or {}).get("mean")
+    return get(compare, "policies", policy, "test", f"pass@{k}", "mean")
 
 
 def teacher_standing(compare: Mapping | None, premise: TeacherPremise) -> str | None:
     """None when the teacher meets the premise on the test split: its pass@K at least
     `pass_at_k_over_init` above OPD's start's (K: the largest both have) and its pass@1 at
     least `pass_at_1_over_sft` times SFT's; else how it falls short (or what is missing)."""
-    ks = [int(key.split("@")[1]) for key in
-          ((((compare or {}).get("policies") or {}).get("teacher") or {}).get("test") or {})]
+    ks = [int(key.split("@")[1]) for key in get(compare, "policies", "teacher", "test", default={})]
     ks = [k for k in ks if _pass_at(compare, premise.init, k) is not None]
     t1, s1 = _pass_at(compare, "teacher", 1), _pass_at(compare, "sft", 1)
     if not ks or t1 is None or s1 is None:
