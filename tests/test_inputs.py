@@ -201,6 +201,52 @@ def test_another_os_error_while_writing_is_not_called_a_full_disk(repo, monkeypa
         io.write_jsonl(TRAIN, problem_rows(2))
 
 
+MODEL = "data/models/sft/r1"  # a model folder, written by `sft` (dvc.yaml)
+
+
+class Statvfs:
+    """What os.statvfs reports: `free` bytes available."""
+
+    def __init__(self, free: int):
+        self.f_bavail, self.f_frsize = free, 1
+
+
+def write_model(dest: str, error: Exception) -> None:
+    """A library saving a model into io.atomic_path's folder, failing half-way with `error`."""
+    with io.atomic_path(dest) as tmp:
+        tmp.mkdir()
+        (tmp / "model.safetensors").write_bytes(b"half")
+        raise error
+
+
+# what the libraries raise on a full disk (measured on a 64 KiB tmpfs): safetensors' own type,
+# naming the OS error; torch.save a RuntimeError that names no cause
+SAFETENSORS_FULL = "Error while serializing: I/O error: No space left on device (os error 28)"
+TORCH_SAVE_FULL = "[enforce fail at inline_container.cc:672] . unexpected pos 576 vs 534"
+
+
+def test_a_library_that_names_a_full_disk_in_its_own_error_stops_the_stage_in_one_line(repo):
+    Path(MODEL).mkdir(parents=True)
+    (Path(MODEL) / "model.safetensors").write_bytes(b"old")
+    with pytest.raises(StageError) as err:
+        write_model(MODEL, type("SafetensorError", (Exception,), {})(SAFETENSORS_FULL))
+    assert err.value.code == (f"[sft] error: writing {MODEL}: no space left on device; free "
+                              "space there and re-run `dvc repro -s sft`")
+    assert (Path(MODEL) / "model.safetensors").read_bytes() == b"old"
+    assert [p.name for p in Path(MODEL).parent.iterdir()] == ["r1"]  # no temporary left
+
+
+def test_a_writer_that_names_no_cause_is_a_full_disk_only_when_no_room_is_left(repo,
+                                                                               monkeypatch):
+    monkeypatch.setattr(os, "statvfs", lambda path: Statvfs(io.ROOM - 1))
+    with pytest.raises(StageError, match=r"^\[sft\] error: writing .*: no space left on device"):
+        write_model(MODEL, RuntimeError(TORCH_SAVE_FULL))
+    monkeypatch.setattr(os, "statvfs", lambda path: Statvfs(io.ROOM))
+    with pytest.raises(RuntimeError, match="unexpected pos"):  # room left: not called full
+        write_model(MODEL, RuntimeError(TORCH_SAVE_FULL))
+    assert not Path(MODEL).exists()
+
+
 # -- a real stage script: stderr is the one line ----------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -106,7 +106,7 @@ def atomic_path(dest: str | Path) -> Iterator[Path]:
         elif dest.exists() and target.is_dir():  # a directory cannot replace a file
             dest.unlink()
         os.replace(target, dest)  # a file replaces a file at once: if it fails, the old stays
-    except OSError as exc:
+    except Exception as exc:  # a library writing into `target` raises its own type (below)
         _refuse_full_disk(dest, exc)
         raise
     finally:
@@ -114,14 +114,37 @@ def atomic_path(dest: str | Path) -> Iterator[Path]:
 
 
 FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
+# how libraries that raise their own type on a full disk name it: safetensors' SafetensorError
+# ("I/O error: No space left on device (os error 28)"), pyarrow's messages
+FULL_WORDS = re.compile(r"No space left on device|Disk quota exceeded|os error (28|122)\b")
+ROOM = 1 << 20  # bytes left below which a failed write is put down to a full disk
 
 
-def _refuse_full_disk(dest: Path, exc: OSError) -> None:
+def _full_disk(exc: BaseException, where: Path) -> int | None:
+    """The errno of the full disk behind a failed write into `where`'s filesystem, else None:
+    an OSError's own errno, an errno named in the message of `exc` or of its causes, or (for a
+    writer that names no cause: torch.save's RuntimeError "unexpected pos ...") a filesystem
+    left with under `ROOM` bytes, checked before the partial output is removed."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in FULL:
+            return seen.errno
+        if m := FULL_WORDS.search(str(seen)):
+            return errno.EDQUOT if "quota" in m.group(0) or m.group(1) == "122" else errno.ENOSPC
+        seen = seen.__cause__ or seen.__context__
+    try:
+        st = os.statvfs(where)
+    except OSError:
+        return None
+    return errno.ENOSPC if st.f_bavail * st.f_frsize < ROOM else None
+
+
+def _refuse_full_disk(dest: Path, exc: BaseException) -> None:
     """A full disk while writing `dest` stops the stage in one line (the previous output, if
-    any, is left in place); any other OSError is the caller's to raise."""
-    if exc.errno in FULL:
+    any, is left in place); any other error is the caller's to raise."""
+    if (code := _full_disk(exc, dest.parent)) is not None:
         stage = producing_stage(dest) or Path(sys.argv[0]).stem or "io"
-        raise StageError(stage, f"writing {dest}: {os.strerror(exc.errno).lower()}; free "
+        raise StageError(stage, f"writing {dest}: {os.strerror(code).lower()}; free "
                                 f"space there and re-run `dvc repro -s {stage}`") from exc
 
 
