@@ -59,7 +59,7 @@ from ..task.arith import OPS, apply_op  # Fractions in, a Fraction (or None: ÷0
 from ..task.prompts import solve_prompt
 from ..task.solve import fmt, solve
 from ..task.verify import (
-    _CLAIM,  # the verifier's "a op b = c" claim pattern, reused as is
+    ARITH_CLAIM,  # the verifier's "a op b = c" claim pattern, reused as is
     verify,
 )
 from ..train.rloo import train_rloo
@@ -115,7 +115,7 @@ def final_attempt(completion: str) -> tuple[int, list[Step]]:
     for m in _ATTEMPT.finditer(text):
         start = m.end()
     steps = []
-    for m in _CLAIM.finditer(text, start):
+    for m in ARITH_CLAIM.finditer(text, start):
         a, op, b, c = m.groups()
         steps.append(Step(Fraction(a), "*" if op in "×x" else op, Fraction(b), Fraction(c),
                           m.start(), m.end()))

@@ -231,12 +231,12 @@ def check_numbers(literals: list[str], numbers: list[int]) -> tuple[str | None, 
 # without spaces ("15 / 1/9 = 135"). Bounded digit runs and a lookbehind that refuses to
 # start inside a number keep this linear on hostile input (no quadratic backtracking).
 _NUM = r"-?[0-9]{1,15}(?:/[0-9]{1,15})?"
-_CLAIM = re.compile(rf"(?<![\w.)/])({_NUM})\s*([-+*/×x])\s*({_NUM})\s*=\s*({_NUM})(?![0-9./])")
+ARITH_CLAIM = re.compile(rf"(?<![\w.)/])({_NUM})\s*([-+*/×x])\s*({_NUM})\s*=\s*({_NUM})(?![0-9./])")
 
 
 def count_arithmetic_errors(text: str) -> int:
     errors = 0
-    for a, op, b, c in _CLAIM.findall(text):
+    for a, op, b, c in ARITH_CLAIM.findall(text):
         try:
             x, y, claimed = Fraction(a), Fraction(b), Fraction(c)
         except ZeroDivisionError:  # "1/0" written as an operand or a result
