@@ -31,17 +31,49 @@ from .builders import (
 )
 from .engine import ABOVE, EFFECT, Claim, Part, Plan
 
+S0_SHARE, S0_PROMPTS = 0.592, 500  # S0's zero-informative share and the prompts it measured
+
+
+def _share_claim(plan: AnalysisPlan, name: str, lead: str, policy: str, measured: str,
+                 tail: str = "") -> Claim:
+    """Both share rows' header: the claim (`lead`, then the share of `policy` above the
+    plan's threshold), the seed's number, the rule, the unit and the seed's effect."""
+    share = plan.share_threshold
+    c = Claim(f"{lead}: the share of zero-informative prompts (all K samples alike) of {policy} "
+              f"is above {share:.0%}{tail}",
+              f"{S0_SHARE:.1%} ({S0_PROMPTS} prompts of its model)", ABOVE, chain="sft",
+              no_check=f"{measured} is measured as it is, no arm is trained for it",
+              unit=f"share − {share:.0%}")
+    cp = plan.claims.get(name)
+    c.seed_scaled = None if cp is None else cp.scaled
+    c.scaling = f"the seed's share {S0_SHARE:.1%} minus the threshold {share:.0%}, not scaled"
+    return c
+
+
+def _share_words(c: Claim, res, k: int, share: float, tags, rates, ns, extra: str = "") -> None:
+    """Both share rows' words: the test, this run's share (`extra` after it) beside the
+    seed's (context, not the decision) and each replicate's share with its one-draw
+    binomial verdict (rates: each replicate's share of its ns prompts)."""
+    if isinstance(res, CrossedTest):
+        c.test = (f"one-sided crossed test over {res.n_problems} problems x {res.n} replicates "
+                  f"that the share (each problem's chance that {k} samples are all alike) is "
+                  f"above {share:.0%}")
+    else:
+        c.test = f"one-sided t-test across {res.n} replicates that the share is above {share:.0%}"
+    c.test += floor_words(res) + "; against: the one-sided test below it"
+    ref = rate_vs_reference(rates, ns[0], S0_SHARE, S0_PROMPTS)
+    c.run = (f"{res.mean:.1%} (K={k}, {ns[0]} prompts){extra}; vs the seed's {S0_SHARE:.1%} "
+             f"(context, not the decision): {ref['diff']:+.3f} ± {1.96 * ref['se']:.3f}, "
+             f"p {fmt_p(ref['pvalue'], 2)}")
+    c.per_replicate = ", ".join(
+        f"{t} {r:.1%} " + one_draw(r - share, binomtest(round(r * n), n, share).pvalue)
+        for t, r, n in zip(tags, rates, ns, strict=True))
+
 
 def zero_informative(inp: Inputs, plan: AnalysisPlan) -> Claim:
     share = plan.share_threshold
-    c = Claim("S0: most prompts give binary RLVR no signal: the share of zero-informative "
-              f"prompts (all K samples alike) of the SFT policy is above {share:.0%}, K=8",
-              "59.2% (500 prompts of its model)", ABOVE, chain="sft",
-              no_check="the SFT policy is measured as it is, no arm is trained for it",
-              unit=f"share − {share:.0%}")
-    cp = plan.claims.get("zero_informative")
-    c.seed_scaled = None if cp is None else cp.scaled
-    c.scaling = f"the seed's share 59.2% minus the threshold {share:.0%}, not scaled"
+    c = _share_claim(plan, "zero_informative", "S0: most prompts give binary RLVR no signal",
+                     "the SFT policy", "the SFT policy", ", K=8")
     runs = {t: m for t, m in inp.runs.get("diagnose.json", {}).items()
             if m.get("zero_informative") is not None}
     if not runs:
@@ -56,10 +88,6 @@ def zero_informative(inp: Inputs, plan: AnalysisPlan) -> Claim:
         res = crossed_test(d, null=share, alternative="greater")
         low = crossed_test(d, null=share, alternative="less")
         effects = list(d.mean(axis=0))
-        c.test = (f"one-sided crossed test over {res.n_problems} problems x {res.n} replicates "
-                  f"that the share (each problem's chance that {k} samples are all alike) is "
-                  f"above {share:.0%}" + floor_words(res) + "; against: the one-sided test "
-                  "below it")
     else:
         # each replicate's share is a proportion of its prompts: binomial sampling error
         wv = [s * (1 - s) / n for s, n in zip(rates, ns, strict=True)]
@@ -67,23 +95,12 @@ def zero_informative(inp: Inputs, plan: AnalysisPlan) -> Claim:
         low = floored_t_test(rates, wv, null=share, alternative="less")
         effects = rates
         c.model = NO_RECORDS
-        c.test = (f"one-sided t-test across {res.n} replicates that the share is above "
-                  f"{share:.0%}" + floor_words(res) + "; against: the one-sided test below it")
-    ref = rate_vs_reference(rates, ns[0], 0.592, 500)
     all_correct = np.mean([m.get("all_correct", 0.0) for m in runs.values()])
     passk = [m.get("pass@k") for m in runs.values()]
-    c.run = (f"{res.mean:.1%} (K={k}, {ns[0]} prompts)"
-             + (f"; all-correct {all_correct:.1%}, so the share is ~1 - pass@K "
-                f"({1 - np.mean(passk):.1%}), a property of this model" if None not in passk
-                else "")
-             + f"; vs the seed's 59.2% (context, not the decision): {ref['diff']:+.3f} ± "
-               f"{1.96 * ref['se']:.3f}, p {fmt_p(ref['pvalue'], 2)}")
-    c.per_replicate = ", ".join(
-        f"{t} {m['zero_informative']:.1%} "
-        + one_draw(m["zero_informative"] - share,
-                    binomtest(round(m["zero_informative"] * int(m["n_problems"])),
-                              int(m["n_problems"]), share).pvalue)
-        for t, m in runs.items())
+    _share_words(c, res, k, share, list(runs), rates, ns,
+                 f"; all-correct {all_correct:.1%}, so the share is ~1 - pass@K "
+                 f"({1 - np.mean(passk):.1%}), a property of this model" if None not in passk
+                 else "")
     _share_numbers(c, res, low, effects, share)
     return c
 
@@ -93,14 +110,8 @@ def zero_informative_early(inp: Inputs, plan: AnalysisPlan) -> Claim:
     like S0's model), from the compare stage's per-problem records of the test split (the
     diagnose stage samples the final SFT policy only)."""
     share = plan.share_threshold
-    c = Claim("S0, at its operating point: the share of zero-informative prompts (all K "
-              f"samples alike) of the early SFT checkpoint (`sft_early`) is above {share:.0%}",
-              "59.2% (500 prompts of its model)", ABOVE, chain="sft",
-              no_check="the early SFT checkpoint is measured as it is, no arm is trained for it",
-              unit=f"share − {share:.0%}")
-    cp = plan.claims.get("zero_informative_early")
-    c.seed_scaled = None if cp is None else cp.scaled
-    c.scaling = f"the seed's share 59.2% minus the threshold {share:.0%}, not scaled"
+    c = _share_claim(plan, "zero_informative_early", "S0, at its operating point",
+                     "the early SFT checkpoint (`sft_early`)", "the early SFT checkpoint")
     records = per_problem(inp, "sft_early")
     tags = [t for t in (inp.tags_of("sft") or sorted(records or {})) if t in (records or {})]
     if len(tags) < 2:
@@ -111,16 +122,8 @@ def zero_informative_early(inp: Inputs, plan: AnalysisPlan) -> Claim:
     d = np.column_stack([zero_share_per_problem(*records[t], k) for t in tags])
     res = crossed_test(d, null=share, alternative="greater")
     low = crossed_test(d, null=share, alternative="less")
-    rates, n = list(d.mean(axis=0)), d.shape[0]
-    c.test = (f"one-sided crossed test over {res.n_problems} problems x {res.n} replicates "
-              f"that the share (each problem's chance that {k} samples are all alike) is "
-              f"above {share:.0%}" + floor_words(res) + "; against: the one-sided test below it")
-    ref = rate_vs_reference(rates, n, 0.592, 500)
-    c.run = (f"{res.mean:.1%} (K={k}, {n} prompts); vs the seed's 59.2% (context, not the "
-             f"decision): {ref['diff']:+.3f} ± {1.96 * ref['se']:.3f}, p {fmt_p(ref['pvalue'], 2)}")
-    c.per_replicate = ", ".join(
-        f"{t} {r:.1%} " + one_draw(r - share, binomtest(round(r * n), n, share).pvalue)
-        for t, r in zip(tags, rates, strict=True))
+    rates = list(d.mean(axis=0))
+    _share_words(c, res, k, share, tags, rates, [d.shape[0]] * len(tags))
     _share_numbers(c, res, low, rates, share)
     return c
 
