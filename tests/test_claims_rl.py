@@ -16,6 +16,7 @@ from test_report import CONFIGURED, ROOT, claim_details, claim_table, copy_fixtu
 from countdown_rlvr.analysis import claims
 from countdown_rlvr.analysis.claims import SHORT, Decision
 from countdown_rlvr.analysis.plan import PlanError, load_plan, parse_plan, rule_delta
+from countdown_rlvr.analysis.report import note_words, premise_words
 from countdown_rlvr.analysis.results import load_inputs
 from countdown_rlvr.stats.crossed import crossed_test
 
@@ -169,7 +170,8 @@ def test_the_early_premise_is_contradicted_when_binary_learns_there(tmp_path):
     with_early(root, premise=(0.10, 0.10, 0.101))
     found = evaluate(root)
     assert found["shaped_premise_early"].decision == Decision.CONTRADICTED
-    assert "a binary arm that learns" in found["shaped_early"].context
+    assert "a binary arm that learns" in premise_words(found["shaped_early"], found,
+                                                       load_plan().alpha)
 
 
 def test_opd_beats_rloo_needs_both_gains(tmp_path):
@@ -203,14 +205,15 @@ def test_collapse_as_s4_defines_it_held_or_not_and_anti_collapse_tested_either_w
     col = none["opd_collapses"]
     assert col.decision == Decision.NOT_TESTABLE and "no `dev` block" in col.why_not
     assert "precondition (plain OPD collapsed on the dev split, its own extension row): not " \
-           "testable" in none["opd_anti_collapse"].note
+           "testable" in note_words(none["opd_anti_collapse"], none)
     with_dev(root)
     held = evaluate(root)
     col = held["opd_collapses"]
     assert col.family == claims.EXTENSION and col.decision == Decision.REPRODUCED
     assert col.effect == pytest.approx(0.62 - 0.72) and col.unit == "dev pass@16 difference"
     assert "precondition (plain OPD collapsed on the dev split, its own extension row): " \
-           "reproduced, dev pass@16 difference OPD − SFT -0.100" in held["opd_anti_collapse"].note
+           "reproduced, dev pass@16 difference OPD − SFT -0.100" in note_words(
+               held["opd_anti_collapse"], held)
     with_dev(root, opd=(0.26, 0.80))
     not_held = evaluate(root)
     assert not_held["opd_collapses"].decision == Decision.CONTRADICTED

@@ -696,12 +696,15 @@ def claims_details(ctx: Context) -> list[str]:
     from . import claims
 
     chains = {chain: ctx.inp.seeds_of(chain) for chain in CHAINS}
+    by = {c.name: c for c in ctx.claims}
+    alpha = claims.ALPHA if ctx.plan is None else ctx.plan.alpha
     lines = ["## Claims in detail", ""]
     for c in ctx.claims:
         cp = c.planned
         ps = c.tests()
+        premise = premise_words(c, by, alpha)
         lines += [f"### {claims.SHORT.get(c.name, c.name)}", "",
-                  f"- **Decision**: {decision_words(c)}" + (f"; {c.context}" if c.context
+                  f"- **Decision**: {decision_words(c)}" + (f"; {premise}" if premise
                                                             else ""),
                   f"- **Claim** ({c.family}, {c.rule}): {c.claim}",
                   f"- **Seed**: {c.seed}" + (f"; scaled: {c.scaling}" if c.scaling else ""),
@@ -737,10 +740,39 @@ def claims_details(ctx: Context) -> list[str]:
                          f"every route at the plan's effects): {run:.0%}")
         if (need := c.needed(chains, ctx.chain_minutes)) != "–":
             lines.append(f"- **Replicates to decide**: {need}")
-        if c.note:
-            lines.append(f"- **Note**: {c.note}")
+        if note := note_words(c, by):
+            lines.append(f"- **Note**: {note}")
         lines.append("")
     return lines
+
+
+def premise_words(c, by: Mapping[str, Any], alpha: float) -> str:
+    """What the row a shaped claim rests on found (words beside its decision; no test
+    changes): its premise's own row (does binary RLOO learn at its operating point?). "" for a
+    row without one. by: every claim by name; alpha: the plan's."""
+    from .claims import PREMISES
+
+    premise_name, point = PREMISES.get(c.name, (None, None))
+    premise = by.get(premise_name)
+    if premise is None or not premise.parts:
+        return ""
+    learns = (premise.parts[0].test.pvalue or 1) < alpha and premise.effect > 0
+    return (f"premise (its own row): {premise.decision.value}, binary RLOO − "
+            f"{point.sft_label} pass@1 {premise.effect:+.3f}, so this row asks whether shaped "
+            "adds to a binary arm that " + ("learns" if learns else "is not shown to learn"))
+
+
+def note_words(c, by: Mapping[str, Any]) -> str:
+    """The claim's note; the anti-collapse row's led by its precondition's outcome (did plain
+    OPD collapse on the dev split? its own extension row), which it is tested without."""
+    col = by.get("opd_collapses") if c.name == "opd_anti_collapse" else None
+    if col is None:
+        return c.note
+    found = (f"not testable: {col.why_not}" if col.why_not else col.decision.value
+             + ("" if col.effect is None else f", {col.unit} OPD − SFT {col.effect:+.3f}"))
+    said = (f"precondition (plain OPD collapsed on the dev split, its own extension "
+            f"row): {found}; this row is tested whatever it found")
+    return "; ".join(x for x in (said, c.note) if x)
 
 
 NUMBER_MISUSE = ("NUMBER_UNKNOWN", "NUMBER_REUSED", "NUMBER_OMITTED")

@@ -14,8 +14,7 @@ The package, bottom to top (a module imports only those below it):
                 one module per seed document (S0: zero-signal share, feedback, self-distill;
                 S1: shaped reward at two operating points, IPO sources; S3: interventions;
                 S4: RLOO sharpens, OPD, anti-collapse) and the project's extensions
-    premises    what a premise's decision says in the row that rests on it; the plan's
-                teacher premise of S4's OPD rows
+    premises    the plan's teacher premise of S4's OPD rows
     (here)      the list of claims, their arm checks and `evaluate`
 """
 
@@ -60,16 +59,23 @@ from .engine import (
     holm_family,
 )
 from .extensions import every_f_beats_f0, opd_collapses, resample_beats_f0
-from .premises import relate, teacher_premise
+from .premises import teacher_premise
 from .s0 import feedback, self_distill, zero_informative, zero_informative_early
-from .s1 import ipo_sources, shaped, shaped_early, shaped_premise, shaped_premise_early
+from .s1 import (
+    PREMISES,
+    ipo_sources,
+    shaped,
+    shaped_early,
+    shaped_premise,
+    shaped_premise_early,
+)
 from .s3 import interventions
 from .s4 import opd_anti_collapse, opd_beats_rloo, rloo_sharpens
 
 # the names other modules and the tests read, besides each claim's function
 __all__ = ["ABOVE", "ALPHA", "CLAIMS", "CODES", "EFFECT", "EXPLORATORY", "EXTENSION", "FAMILIES",
            "FEEDBACK", "MARGIN",
-           "NO_CHANGE", "NO_RECORDS", "POWER", "SEED", "SHARE", "SHORT", "Claim", "Decision",
+           "NO_CHANGE", "NO_RECORDS", "POWER", "PREMISES", "SEED", "SHARE", "SHORT", "Claim", "Decision",
            "Part", "Plan", "added_cost", "check_arms", "decide_families", "evaluate", "family",
            "grown",
            "holm_family", "pair_chain", "pass_at_k_per_problem", "per_problem",
@@ -124,5 +130,4 @@ def evaluate(inp: Inputs, plan: AnalysisPlan | None = None) -> list[Claim]:
         claims.append(c)
     teacher_premise(claims, inp.compare, plan.teacher)
     decide_families(claims, plan.alpha)
-    relate({c.name: c for c in claims}, plan.alpha)
     return claims

@@ -148,7 +148,6 @@ class Claim:
     parts: list[Part] = field(default_factory=list)  # its contrasts
     plans: list[Plan] = field(default_factory=list)  # replicates to decide, per route
     seed_unusable: str = ""  # why the seed's effect is not a number to plan with
-    context: str = ""  # appended to the details (e.g. the premise's outcome)
     ci: tuple[float, float] | None = None  # the pooled test's interval of `effect`
     replicate_effects: tuple[float, ...] = ()  # each replicate's `effect`
     seed_scaled: float | None = None  # the seed's effect on this run's scale (the plan's)
