@@ -851,6 +851,22 @@ def test_share_and_ipo_use_the_crossed_model_where_per_problem_records_exist(tmp
     assert "crossed test over 40 problems x 3 replicates" in ipo.test
 
 
+def test_the_crossed_models_stand_in_is_a_code_the_report_words():
+    """Claim.model holds a code (why the t-test stood in for the crossed model); the report
+    renders its words."""
+    from countdown_rlvr.analysis import claims
+    from countdown_rlvr.analysis.report import model_words
+
+    c = claims.Claim("a claim", "the seed's number", claims.EFFECT)
+    assert model_words(c) == ""
+    c.model = claims.NO_CROSSED
+    assert model_words(c) == ("t-test across replicates: compare.json has no crossed summary "
+                              "for this pair")
+    c.model = claims.NO_RECORDS
+    assert model_words(c) == ("t-test across replicates: the crossed model needs per-problem "
+                              "records, which these details lack")
+
+
 def test_the_seeds_feedback_claim_does_not_hang_on_f0(tmp_path):
     """S0 ran no F0: changing F0's success rate changes the extension rows (F vs F0, R vs F0)
     and never the seed's row (R beats every F)."""

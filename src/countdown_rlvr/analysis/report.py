@@ -711,7 +711,7 @@ def claims_details(ctx: Context) -> list[str]:
                   f"- **This run**: {c.run}",
                   (f"- **Per replicate** (+ / − = that draw alone significant for / "
                    f"against, ns = not): {c.per_replicate}"),
-                  f"- **Test**: {c.test}" + (f" ({c.model})" if c.model else "")]
+                  f"- **Test**: {c.test}" + (f" ({model})" if (model := model_words(c)) else "")]
         if c.parts:
             lines.append("- **Contrasts**: " + "; ".join(p.reading() for p in c.parts))
         if ps:
@@ -744,6 +744,18 @@ def claims_details(ctx: Context) -> list[str]:
             lines.append(f"- **Note**: {note}")
         lines.append("")
     return lines
+
+
+def model_words(c) -> str:
+    """Why the t-test across replicates stood in for the crossed model (Claim.model's code),
+    in words; "" where it did not."""
+    from .claims import NO_CROSSED, NO_RECORDS
+
+    return {"": "",
+            NO_RECORDS: "t-test across replicates: the crossed model needs per-problem "
+                        "records, which these details lack",
+            NO_CROSSED: "t-test across replicates: compare.json has no crossed summary for "
+                        "this pair"}[c.model]
 
 
 def premise_words(c, by: Mapping[str, Any], alpha: float) -> str:

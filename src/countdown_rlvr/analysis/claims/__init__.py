@@ -29,7 +29,6 @@ from ..plan import load_plan
 from ..results import Inputs
 from .builders import (
     FEEDBACK,
-    NO_RECORDS,
     pair_chain,
     pass_at_k_per_problem,
     per_problem,
@@ -45,6 +44,8 @@ from .engine import (
     FAMILIES,
     MARGIN,
     NO_CHANGE,
+    NO_CROSSED,
+    NO_RECORDS,
     POWER,
     SEED,
     SHARE,
@@ -75,7 +76,7 @@ from .s4 import opd_anti_collapse, opd_beats_rloo, rloo_sharpens
 # the names other modules and the tests read, besides each claim's function
 __all__ = ["ABOVE", "ALPHA", "CLAIMS", "CODES", "EFFECT", "EXPLORATORY", "EXTENSION", "FAMILIES",
            "FEEDBACK", "MARGIN",
-           "NO_CHANGE", "NO_RECORDS", "POWER", "PREMISES", "SEED", "SHARE", "SHORT", "Claim", "Decision",
+           "NO_CHANGE", "NO_CROSSED", "NO_RECORDS", "POWER", "PREMISES", "SEED", "SHARE", "SHORT", "Claim", "Decision",
            "Part", "Plan", "added_cost", "check_arms", "decide_families", "evaluate", "family",
            "grown",
            "holm_family", "pair_chain", "pass_at_k_per_problem", "per_problem",

@@ -21,7 +21,7 @@ from ..chains import chain_of
 from ..compare import fmt_ci
 from ..plan import ClaimPlan
 from ..results import Inputs, get
-from .engine import ALPHA, Claim, Part, Plan
+from .engine import ALPHA, NO_CROSSED, Claim, Part, Plan
 
 
 def no_rise_plan(label: str, mean: float, seed_mean: float, res, margin: float) -> Plan:
@@ -176,7 +176,7 @@ def pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, cp: ClaimPlan | N
         return c
     crossed = pair_crossed(inp, a, b, k)
     res = pair_test(inp, rows, crossed)
-    c.model = model_words(crossed)
+    c.model = crossed_fallback(crossed)
     means = [np.mean([r[f"pass_{x}"] for r in rows.values()]) for x in ("b", "a")]
     c.run = f"pass@{k} {means[0]:.3f} → {means[1]:.3f}, diff {ci_text(res)}"
     c.per_replicate = per_replicate_text(rows)
@@ -194,9 +194,9 @@ def pair_effect(inp: Inputs, a: str, b: str, k: int, c: Claim, cp: ClaimPlan | N
     return c
 
 
-def model_words(crossed: dict | None) -> str:
-    return "" if crossed is not None and crossed.get("ms_problem") is not None else (
-        "t-test across replicates: compare.json has no crossed summary for this pair")
+def crossed_fallback(crossed: dict | None) -> str:
+    """Claim.model of a pair's test: NO_CROSSED where compare.json has no crossed summary."""
+    return "" if crossed is not None and crossed.get("ms_problem") is not None else NO_CROSSED
 
 
 def conjunction(c: Claim, parts: list[Part]) -> Claim:
@@ -245,8 +245,6 @@ def zero_share_per_problem(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
     return (comb(n - c, k) + comb(c, k)) / comb(n, k)
 
 
-NO_RECORDS = ("t-test across replicates: the crossed model needs per-problem records, "
-              "which these details lack")
 FEEDBACK = ("F1", "F2", "F3", "F4")
 
 

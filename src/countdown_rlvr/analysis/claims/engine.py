@@ -58,6 +58,10 @@ EFFECT, NO_CHANGE, ABOVE = "effect", "no change", "above"
 SEED, EXTENSION, EXPLORATORY = "seed", "extension", "exploratory"
 FAMILIES = (SEED, EXTENSION, EXPLORATORY)  # each its own Holm family; plan.yaml declares a row
 # exploratory (planned below POWER) before the run: reported, deciding nothing
+# Claim.model: why the t-test across replicates stood in for the crossed problems x replicates
+# model ("": it did not); the report says it in words
+NO_RECORDS = "no_records"  # the details lack the per-problem records the crossed model needs
+NO_CROSSED = "no_crossed"  # compare.json has no crossed summary for the pair
 ADD_REPLICATES = "dvc exp run"  # then one -S 'replicates.<list>=[...]' per list that grows
 
 
@@ -158,7 +162,7 @@ class Claim:
     smaller_abs: float | None = None  # p of the one-sided test that the effect is below it
     family: str = SEED  # SEED | EXTENSION: each its own Holm family
     unit: str = "effect"  # what `effect` measures (the forest plot's panel)
-    model: str = ""  # which model tested it, where the crossed one could not be used: why
+    model: str = ""  # NO_RECORDS | NO_CROSSED: why the crossed model could not test it
     for_decision: Decision = Decision.REPRODUCED  # what its `for` test shows when it decides
     arm_checks: list[checks.ArmCheck] = field(default_factory=list, init=False)
     check_status: str = field(default=checks.PASS, init=False)

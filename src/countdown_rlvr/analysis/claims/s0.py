@@ -14,7 +14,6 @@ from ..plan import Plan as AnalysisPlan
 from ..results import Inputs, get
 from .builders import (
     FEEDBACK,
-    NO_RECORDS,
     apply_plan,
     ci_text,
     conjunction,
@@ -29,7 +28,7 @@ from .builders import (
     smaller_route,
     zero_share_per_problem,
 )
-from .engine import ABOVE, EFFECT, Claim, Part, Plan
+from .engine import ABOVE, EFFECT, NO_RECORDS, Claim, Part, Plan
 
 S0_SHARE, S0_PROMPTS = 0.592, 500  # S0's zero-informative share and the prompts it measured
 

@@ -24,12 +24,11 @@ from .. import checks
 from ..plan import Plan as AnalysisPlan
 from ..results import Inputs, get
 from .builders import (
-    NO_RECORDS,
     apply_plan,
     ci_text,
+    crossed_fallback,
     fill_interval,
     floor_words,
-    model_words,
     pair_chain,
     pair_crossed,
     pair_effect,
@@ -43,7 +42,17 @@ from .builders import (
     test_kind,
     within_vars,
 )
-from .engine import EFFECT, NO_CHANGE, Claim, Decision, Part, Plan, beyond_margin, tost
+from .engine import (
+    EFFECT,
+    NO_CHANGE,
+    NO_RECORDS,
+    Claim,
+    Decision,
+    Part,
+    Plan,
+    beyond_margin,
+    tost,
+)
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,7 @@ def _premise(inp: Inputs, plan: AnalysisPlan, point: Point, seed: str) -> Claim:
         c.why_not = _not_evaluated(inp, point.sft, point.binary) or why
         return c
     crossed = pair_crossed(inp, point.binary, point.sft, 1)
-    c.model = model_words(crossed)
+    c.model = crossed_fallback(crossed)
     two = pair_test(inp, rows, crossed)
     c.run = f"binary RLOO − {point.sft_label}, pass@1 {ci_text(two)}"
     c.per_replicate = per_replicate_text(rows)

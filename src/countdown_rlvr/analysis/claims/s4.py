@@ -12,8 +12,8 @@ from .builders import (
     apply_plan,
     ci_text,
     conjunction,
+    crossed_fallback,
     fill_interval,
-    model_words,
     no_rise_plan,
     one_draw,
     pair_chain,
@@ -57,7 +57,7 @@ def rloo_sharpens(inp: Inputs, plan: AnalysisPlan) -> Claim:
         c.why_not = why1 or whyk
         return c
     x1, xk = pair_crossed(inp, "rloo", "sft", 1), pair_crossed(inp, "rloo", "sft", k)
-    c.model = model_words(x1) or model_words(xk)
+    c.model = crossed_fallback(x1) or crossed_fallback(xk)
     up, top = pair_test(inp, r1, x1), pair_test(inp, rk, xk)
     no_rise = pair_test(inp, rk, xk, null=margin, alternative="less")
     c.run = f"pass@1 diff {ci_text(up)}; pass@{k} diff {ci_text(top)}"
@@ -109,7 +109,7 @@ def opd_beats_rloo(inp: Inputs, plan: AnalysisPlan) -> Claim:
         c.why_not = why1 or whyk
         return c
     x1, xk = pair_crossed(inp, "opd", "rloo", 1), pair_crossed(inp, "opd", "rloo", k)
-    c.model = model_words(x1) or model_words(xk)
+    c.model = crossed_fallback(x1) or crossed_fallback(xk)
     t1, tk = pair_test(inp, r1, x1), pair_test(inp, rk, xk)
     c = conjunction(c, [Part("pass@1 diff", "pass@1 rises", t1),
                          Part(f"pass@{k} diff", f"pass@{k} rises", tk)])
