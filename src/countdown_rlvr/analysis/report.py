@@ -713,13 +713,13 @@ def claims_details(ctx: Context) -> list[str]:
                    f"against, ns = not): {c.per_replicate}"),
                   f"- **Test**: {c.test}" + (f" ({model})" if (model := model_words(c)) else "")]
         if c.parts:
-            lines.append("- **Contrasts**: " + "; ".join(p.reading() for p in c.parts))
+            lines.append("- **Contrasts**: " + "; ".join(map(contrast_words, c.parts)))
         if ps:
             lines.append("- **p**: " + ", ".join(f"{k} {fmt_p(v)}" for k, v in ps.items())
                          + f"; claim {fmt_p(c.claim_p())}, Holm {fmt_p(c.adjusted)}"
                          + ("; deciding: " + ", ".join(sorted(c.significant))
                             if c.significant else ""))
-        lines.append(f"- **Arm check**: {c.check_cell()}")
+        lines.append(f"- **Arm check**: {check_words(c)}")
         if cp is not None:
             mde = c.mde()
             lines.append(f"- **Plan**: {cp.replicates} replicates, planned power "
@@ -744,6 +744,25 @@ def claims_details(ctx: Context) -> list[str]:
             lines.append(f"- **Note**: {note}")
         lines.append("")
     return lines
+
+
+def contrast_words(p) -> str:
+    """One contrast of a claim (claims.Part): what it isolates, its mean difference, its p
+    and what that says (significant the seed's way, the other way, or not, at claims.ALPHA)."""
+    from .claims import ALPHA
+
+    pv = p.test.pvalue
+    state = ("one replicate" if pv is None else p.says[2] if pv >= ALPHA
+             else p.says[0] if p.right_way else p.says[1])
+    return (f"{p.isolates}: {p.label} {p.test.mean:+.3f}"
+            + ("" if pv is None else f", p {fmt_p(pv, 2)}") + f", {state}")
+
+
+def check_words(c) -> str:
+    """The claim's arm checks, one cell each (checks.ArmCheck.cell); without an arm: why."""
+    if not c.arm_checks:
+        return f"none: {c.no_check}" if c.no_check else "none"
+    return "; ".join(a.cell() for a in c.arm_checks)
 
 
 def model_words(c) -> str:

@@ -47,7 +47,6 @@ from ...stats import (
 )
 from ...stats.crossed import CrossedTest, crossed_power, crossed_replicates_needed
 from .. import checks
-from ..compare import fmt_p
 from ..plan import ClaimPlan
 
 ALPHA = 0.05  # defaults; evaluate() takes them from the plan
@@ -92,7 +91,8 @@ CODES = {Decision.REPRODUCED: 1, Decision.REPRODUCED_SMALLER: 2, Decision.SMALLE
 
 @dataclass(frozen=True)
 class Part:
-    """One contrast of a claim: its pooled test and how to read it."""
+    """One contrast of a claim: its pooled test and how to read it (the report's words:
+    report.contrast_words)."""
     label: str  # e.g. "R − F3"
     isolates: str  # what the contrast isolates
     test: FlooredTest | CrossedTest
@@ -103,13 +103,6 @@ class Part:
     @property
     def right_way(self) -> bool:
         return (self.test.mean > self.test.null) == self.positive
-
-    def reading(self) -> str:
-        p = self.test.pvalue
-        state = ("one replicate" if p is None else self.says[2] if p >= ALPHA
-                 else self.says[0] if self.right_way else self.says[1])
-        return (f"{self.isolates}: {self.label} {self.test.mean:+.3f}"
-                + ("" if p is None else f", p {fmt_p(p, 2)}") + f", {state}")
 
 
 @dataclass(frozen=True)
@@ -221,11 +214,6 @@ class Claim:
         if "smaller" in sig:
             return Decision.SMALLER_RELATIVE if relative_only else Decision.SMALLER
         return Decision.INCONCLUSIVE
-
-    def check_cell(self) -> str:
-        if not self.arm_checks:
-            return f"none: {self.no_check}" if self.no_check else "none"
-        return "; ".join(c.cell() for c in self.arm_checks)
 
     @property
     def n(self) -> int:
