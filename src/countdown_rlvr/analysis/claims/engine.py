@@ -122,6 +122,27 @@ class Plan:
 
 @dataclass
 class Claim:
+    """One claim: numbers (effect, interval, replicate effects, its tests' ps, the plan's
+    numbers) and codes (rule, family, model, decision, check status). The words are rendered
+    at the edge, report.py: the decision (decision_words), the fallback from the crossed
+    model (model_words), a premise row's outcome (premise_words, note_words), the contrasts
+    (contrast_words), the arm checks (check_words).
+
+    Text it still carries, and why:
+    - authored per claim, static: `claim` (the seed's claim, with the plan's threshold or
+      margin and the k filled in), `seed` (the seed's number as the seed states it),
+      `no_check` (why no arm is checked), `seed_unusable` (why the seed's effect is no number
+      to plan with; also read as a flag by `needed` and `run_power`), `unit` (the effect's
+      label, the forest plot's panel);
+    - reasons read from the details, not numbers it holds: `why_not` (also the not-testable
+      flag `decide` reads), `premise_failed` (how the teacher misses the plan's premise, from
+      compare.json; also a flag), `note` (diagnostics from the training details);
+    - words from numbers it does not hold, until those numbers are fields: `run` (the arms'
+      levels, the k, the prompts), `per_replicate` (the replicates' tags and one-draw ps),
+      `test` (the test's kind, problems, variance components or SD floor), `scaling` (the
+      plan's numbers, on `planned`, worded per claim: the share's threshold, S4's second
+      quantity and its k, the no-rise margin).
+    """
     claim: str  # what the seed says
     seed: str  # the seed's number, as the seed states it
     rule: str  # EFFECT | NO_CHANGE | ABOVE
