@@ -13,6 +13,7 @@ from conftest import ROOT
 from countdown_rlvr.analysis import claims
 from countdown_rlvr.analysis.chains import chain_of, evaluation_stage, sampled
 from countdown_rlvr.analysis.compare import compare_replicates
+from countdown_rlvr.analysis.report import needed_words
 from countdown_rlvr.analysis.results import Inputs
 from countdown_rlvr.core.config import CHAINS, Replicates
 from countdown_rlvr.stats.crossed import crossed_test
@@ -155,9 +156,9 @@ def test_a_claims_replicates_are_its_pairs_and_its_chain_is_the_pairs():
     c = claims.Claim("x", "y", claims.EFFECT, chain="ipo",
                      plans=[claims.Plan("a − b", 0.02, 0.03, 0.02, n=2)])
     c.adjusted = 0.5  # inconclusive
-    text = c.needed({"sft": [0, 1, 2, 3], "ipo": [1, 3], "rloo": [0, 1, 2, 3],
-                     "opd": [0], "repair": [0], "int": [0]},
-                    {c: 1.0 for c in CHAINS})
+    text = needed_words(c, {"sft": [0, 1, 2, 3], "ipo": [1, 3], "rloo": [0, 1, 2, 3],
+                            "opd": [0], "repair": [0], "int": [0]},
+                        {c: 1.0 for c in CHAINS})
     n = int(text.split(" ")[0])
     assert n > 2 and f"{n - 2} more replicates of the ipo chain" in text  # from its 2, not 4
     assert "-S 'replicates.ipo=[1,3,0,2" in text

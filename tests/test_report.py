@@ -21,6 +21,7 @@ from countdown_rlvr.analysis.report import (
     IPO_SOURCES,
     MissingInputs,
     load_inputs,
+    needed_words,
     render_report,
     report_policies,
 )
@@ -667,7 +668,7 @@ def test_a_claim_the_shared_problems_keep_out_of_reach_asks_for_problems_not_rep
         c = Claim("x", "y", EFFECT, plans=[Plan("a − b", observed, None, res.sd, crossed=res)],
                   seed_unusable="not on this scale")
         c.adjusted = 0.5  # inconclusive (the default decision)
-        return c.needed({key: [0, 1, 2] for key in CHAINS})
+        return needed_words(c, {key: [0, 1, 2] for key in CHAINS})
 
     assert needed(0.01).startswith("no replicate count (the shared test problems'")
     assert needed(0.045).startswith("7 replicates at the observed effect") and \
@@ -765,7 +766,7 @@ def test_power_is_the_plans_and_this_runs_estimate_never_observed_power():
     no_seed = Claim("x", "y", EFFECT, plans=[Plan("a − b", 0.01, None, 0.02, n=3)])
     assert no_seed.run_power() is None
     minutes = {"sft": 3.5, "ipo": 2.5, "rloo": 7.5, "opd": 6.0, "repair": 2.0, "int": 5.0}
-    text = c.needed({key: [0, 1, 2] for key in CHAINS}, minutes)
+    text = needed_words(c, {key: [0, 1, 2] for key in CHAINS}, minutes)
     n = int(text.split(" ")[0])
     assert n > 3 and f"{n - 3} more replicates of the sft chain ≈ {(n - 3) * 3.5:.0f} " \
         "CPU-min" in text
@@ -773,7 +774,7 @@ def test_power_is_the_plans_and_this_runs_estimate_never_observed_power():
     # starts from the RLOO policy of its seed) and SFT's for a seed SFT has not trained
     c.chain = "opd"
     chains = {**{key: [0, 1, 2] for key in CHAINS}, "sft": [0, 1, 2, 3]}
-    text = c.needed(chains, minutes)
+    text = needed_words(c, chains, minutes)
     cost = (6.0 + 7.5) * (n - 3) + 3.5 * (n - 4)  # seed 3: SFT's already
     assert f"{n - 3} more replicates of the opd chain ≈ {cost:.0f} CPU-min" in text
     more = ",".join(map(str, range(n)))

@@ -738,7 +738,7 @@ def claims_details(ctx: Context) -> list[str]:
         if run is not None:
             lines.append(f"- **This run's power estimate** (its variance, {c.n} replicates, "
                          f"every route at the plan's effects): {run:.0%}")
-        if (need := c.needed(chains, ctx.chain_minutes)) != "–":
+        if (need := needed_words(c, chains, ctx.chain_minutes)) != "–":
             lines.append(f"- **Replicates to decide**: {need}")
         if note := note_words(c, by):
             lines.append(f"- **Note**: {note}")
@@ -763,6 +763,48 @@ def check_words(c) -> str:
     if not c.arm_checks:
         return f"none: {c.no_check}" if c.no_check else "none"
     return "; ".join(a.cell() for a in c.arm_checks)
+
+
+def count_words(n: int | str | None) -> str:
+    """A replicate count of claims.Needed in words (None: more than stats.MAX_REPLICATES)."""
+    from ..stats import MAX_REPLICATES
+    from .claims import AWAY, PROBLEMS
+
+    if n == PROBLEMS:
+        return ("no replicate count (the shared test problems' variance alone keeps the "
+                "effect out of reach: more test problems would decide it)")
+    if n == AWAY:
+        return "no replicate count (the effect is 0 or points away from the test)"
+    return f"more than {MAX_REPLICATES} replicates" if n is None else f"{n} replicates"
+
+
+def needed_words(c, replicates: Mapping[str, Any],
+                 minutes: Mapping[str, float] | None = None) -> str:
+    """For an inconclusive claim (else "–"): the replicates its tests would need to decide it
+    (claims.Claim.to_decide), at the observed effect and at the plan's, and the command that
+    adds them to its chain with their CPU time."""
+    from .claims import ADD_REPLICATES, OBSERVED
+
+    need = c.to_decide(replicates, minutes)
+    if need is None:
+        return "–"
+    if need.one_replicate:
+        return "one replicate: no spread between replicates to plan from"
+    text = f"{count_words(need.observed)} at the observed effect"
+    if not need.seed_usable:
+        text += (f"; the seed's effect is not a number we can use here"
+                 f" ({c.seed_unusable or 'not stated on this scale'})")
+    else:
+        text += f", {count_words(need.at_seed)} at the plan's (every route)"
+    if need.reach is None:
+        return text
+    cost = "" if need.minutes is None else \
+        f" ≈ {need.minutes:.0f} CPU-min on the fast 2-core kind"
+    flags = " ".join(f"-S 'replicates.{key}=[{','.join(map(str, seeds))}]'"
+                     for key, seeds in need.lists.items())
+    at = "observed" if need.reach_at == OBSERVED else "plan's"
+    return text + (f"; to reach {need.reach} (the {at} effect's, {len(need.added)} more "
+                   f"replicates of the {c.chain} chain{cost}): `{ADD_REPLICATES} {flags}`")
 
 
 def model_words(c) -> str:

@@ -36,7 +36,9 @@ from .builders import (
 )
 from .engine import (
     ABOVE,
+    ADD_REPLICATES,
     ALPHA,
+    AWAY,
     CODES,
     EFFECT,
     EXPLORATORY,
@@ -46,11 +48,15 @@ from .engine import (
     NO_CHANGE,
     NO_CROSSED,
     NO_RECORDS,
+    OBSERVED,
+    PLANNED,
     POWER,
+    PROBLEMS,
     SEED,
     SHARE,
     Claim,
     Decision,
+    Needed,
     Part,
     Plan,
     added_cost,
@@ -74,13 +80,12 @@ from .s3 import interventions
 from .s4 import opd_anti_collapse, opd_beats_rloo, rloo_sharpens
 
 # the names other modules and the tests read, besides each claim's function
-__all__ = ["ABOVE", "ALPHA", "CLAIMS", "CODES", "EFFECT", "EXPLORATORY", "EXTENSION", "FAMILIES",
-           "FEEDBACK", "MARGIN",
-           "NO_CHANGE", "NO_CROSSED", "NO_RECORDS", "POWER", "PREMISES", "SEED", "SHARE", "SHORT", "Claim", "Decision",
-           "Part", "Plan", "added_cost", "check_arms", "decide_families", "evaluate", "family",
-           "grown",
-           "holm_family", "pair_chain", "pass_at_k_per_problem", "per_problem",
-           "zero_share_per_problem"]
+__all__ = ["ABOVE", "ADD_REPLICATES", "ALPHA", "AWAY", "CLAIMS", "CODES", "EFFECT", "EXPLORATORY",
+           "EXTENSION", "FAMILIES", "FEEDBACK", "MARGIN", "NO_CHANGE", "NO_CROSSED", "NO_RECORDS",
+           "OBSERVED", "PLANNED", "POWER", "PREMISES", "PROBLEMS", "SEED", "SHARE", "SHORT",
+           "Claim", "Decision", "Needed", "Part", "Plan", "added_cost", "check_arms",
+           "decide_families", "evaluate", "family", "grown", "holm_family", "pair_chain",
+           "pass_at_k_per_problem", "per_problem", "zero_share_per_problem"]
 
 # each claim in a few words: the report's list and table, the forest plot
 SHORT = {"zero_informative": "S0: zero-signal share > 50%",

@@ -120,6 +120,29 @@ class Plan:
     n: int = 0  # replicates it was tested with
 
 
+OBSERVED, PLANNED = "observed", "planned"  # Needed.reach_at: the effect a count is at
+AWAY = "away"  # no replicate count: the effect is 0 or points away from the test
+PROBLEMS = "problems"  # no replicate count: the shared test problems bound the test
+
+
+@dataclass(frozen=True)
+class Needed:
+    """What an inconclusive claim's tests would need to decide it (Claim.to_decide): the
+    replicates at the observed effect and at the plan's (each a count; None: more than
+    stats.MAX_REPLICATES; AWAY or PROBLEMS: no count), and, for the first count above the
+    replicates it has (`reach`, at OBSERVED or PLANNED), the `replicates` lists that grow to
+    it, the seeds added and their CPU minutes (None: no minutes given)."""
+    observed: int | str | None = None
+    at_seed: int | str | None = None  # None also where the seed's effect is not usable
+    seed_usable: bool = True  # the seed's effect is a number to plan with
+    one_replicate: bool = False  # no spread between replicates to plan from
+    reach: int | None = None
+    reach_at: str = ""
+    lists: Mapping[str, list[int]] = field(default_factory=dict)
+    added: tuple[int, ...] = ()
+    minutes: float | None = None
+
+
 @dataclass
 class Claim:
     """One claim: numbers (effect, interval, replicate effects, its tests' ps, the plan's
@@ -241,39 +264,31 @@ class Claim:
         """Its replicates: those its tests pooled; 0 when its plans do not say."""
         return min((p.n for p in self.plans), default=0)
 
-    def needed(self, replicates: Mapping[str, Sequence[int]],
-               minutes: Mapping[str, float] | None = None) -> str:
-        """For an inconclusive claim: the replicates its tests would need to decide it (every
-        decision route, so the largest) with POWER at `plan_alpha`, at the observed effect
-        and at the plan's, the command that adds them to its chain and their CPU time."""
+    def to_decide(self, replicates: Mapping[str, Sequence[int]],
+                  minutes: Mapping[str, float] | None = None) -> Needed | None:
+        """For an inconclusive claim (else None): the replicates its tests would need to
+        decide it (every decision route, so the largest) with POWER at `plan_alpha`, at the
+        observed effect and at the plan's, and for the first above those it has, the lists
+        that add them to its chain and their CPU minutes. The report words it
+        (report.needed_words)."""
         if self.decision != Decision.INCONCLUSIVE or not self.plans:
-            return "–"
+            return None
         if any(p.sd is None for p in self.plans):
-            return "one replicate: no spread between replicates to plan from"
+            return Needed(one_replicate=True)
         obs = _most([_n(p.observed, p, p.one_sided, self.plan_alpha) for p in self.plans])
-        text = f"{_n_text(obs)} at the observed effect"
-        if self.seed_unusable or any(p.seed is None for p in self.plans):
-            text += (f"; the seed's effect is not a number we can use here"
-                     f" ({self.seed_unusable or 'not stated on this scale'})")
-            at_seed = None
-        else:
-            at_seed = _most([_n(p.seed, p, p.one_sided if p.seed_one_sided is None
-                                else p.seed_one_sided, self.plan_alpha) for p in self.plans])
-            text += f", {_n_text(at_seed)} at the plan's (every route)"
+        usable = not (self.seed_unusable or any(p.seed is None for p in self.plans))
+        at_seed = None if not usable else \
+            _most([_n(p.seed, p, p.one_sided if p.seed_one_sided is None
+                       else p.seed_one_sided, self.plan_alpha) for p in self.plans])
         listed = len(replicates[self.chain])
         have = min(self.n or listed, listed)
-        for n, at in ((obs, "observed"), (at_seed, "plan's")):
+        for n, at in ((obs, OBSERVED), (at_seed, PLANNED)):
             if isinstance(n, int) and n > have:  # the observed effect's count first
                 lists, added = grown(replicates, self.chain, n - have)
-                cost = "" if minutes is None else \
-                    f" ≈ {added_cost(replicates, self.chain, added, minutes):.0f} CPU-min on the " \
-                    "fast 2-core kind"
-                flags = " ".join(f"-S 'replicates.{key}=[{','.join(map(str, seeds))}]'"
-                                 for key, seeds in lists.items())
-                return text + (f"; to reach {n} (the {at} effect's, {len(added)} more "
-                               f"replicates of the {self.chain} chain{cost}): "
-                               f"`{ADD_REPLICATES} {flags}`")
-        return text
+                return Needed(obs, at_seed, usable, reach=n, reach_at=at, lists=lists,
+                              added=tuple(added), minutes=None if minutes is None else
+                              added_cost(replicates, self.chain, added, minutes))
+        return Needed(obs, at_seed, usable)
 
     def run_power(self) -> float | None:
         """This run's estimate of its power over every decision route: with this run's
@@ -339,11 +354,11 @@ def detectable(plan: Plan, n: int, alpha: float, power: float = POWER) -> float 
 
 def _n(effect: float, plan: Plan, one_sided: bool, alpha: float) -> int | None | str:
     """Replicates for one test (None: more than stats.MAX_REPLICATES, or, for a crossed test,
-    beyond what the shared problems let replicates resolve; "away": the effect points away
+    beyond what the shared problems let replicates resolve; AWAY: the effect points away
     from the test's alternative or is 0)."""
     sd = plan.sd
     if sd is None or sd <= 0 or effect == 0 or (one_sided and effect < 0):
-        return "away"
+        return AWAY
     alternative = "greater" if one_sided else "two-sided"
     if plan.crossed is not None and (comps := plan.crossed.components()) is not None:
         n = crossed_replicates_needed(abs(effect), comps, plan.crossed.n_problems, alpha,
@@ -355,27 +370,15 @@ def _n(effect: float, plan: Plan, one_sided: bool, alpha: float) -> int | None |
     return replicates_needed(abs(effect), sd, alpha, POWER, alternative)
 
 
-PROBLEMS = "problems"  # no replicate count: the shared test problems bound the test
-
-
 def _most(ns: list) -> int | None | str:
     """The claim needs every test decided: the largest count (None = too many wins)."""
     if any(n == PROBLEMS for n in ns):
         return PROBLEMS
     if any(n is None for n in ns):
         return None
-    if any(n == "away" for n in ns):
-        return "away"
+    if any(n == AWAY for n in ns):
+        return AWAY
     return max(ns)
-
-
-def _n_text(n: int | None | str) -> str:
-    if n == PROBLEMS:
-        return ("no replicate count (the shared test problems' variance alone keeps the "
-                "effect out of reach: more test problems would decide it)")
-    if n == "away":
-        return "no replicate count (the effect is 0 or points away from the test)"
-    return f"more than {MAX_REPLICATES} replicates" if n is None else f"{n} replicates"
 
 
 def grown(replicates: Mapping[str, Sequence[int]], chain: str, more: int
