@@ -149,7 +149,8 @@ class Claim:
     numbers) and codes (rule, family, model, decision, check status). The words are rendered
     at the edge, report.py: the decision (decision_words), the fallback from the crossed
     model (model_words), a premise row's outcome (premise_words, note_words), the contrasts
-    (contrast_words), the arm checks (check_words).
+    (contrast_words), the arm checks (check_words), the replicates to decide (needed_words,
+    from `to_decide`'s numbers).
 
     Text it still carries, and why:
     - authored per claim, static: `claim` (the seed's claim, with the plan's threshold or
