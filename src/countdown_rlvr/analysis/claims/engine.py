@@ -156,7 +156,7 @@ class Claim:
     - authored per claim, static: `claim` (the seed's claim, with the plan's threshold or
       margin and the k filled in), `seed` (the seed's number as the seed states it),
       `no_check` (why no arm is checked), `seed_unusable` (why the seed's effect is no number
-      to plan with; also read as a flag by `needed` and `run_power`), `unit` (the effect's
+      to plan with; also read as a flag by `to_decide` and `run_power`), `unit` (the effect's
       label, the forest plot's panel);
     - reasons read from the details, not numbers it holds: `why_not` (also the not-testable
       flag `decide` reads), `premise_failed` (how the teacher misses the plan's premise, from
