@@ -114,8 +114,8 @@ def atomic_path(dest: str | Path) -> Iterator[Path]:
 
 
 FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk, a full quota
-# how libraries that raise their own type on a full disk name it: safetensors' SafetensorError
-# ("I/O error: No space left on device (os error 28)"), pyarrow's messages
+# how a library that raises its own type on a full disk may name it: the OS's words or Rust's
+# "os error N" (safetensors' SafetensorError: "I/O error: No space left on device (os error 28)")
 FULL_WORDS = re.compile(r"No space left on device|Disk quota exceeded|os error (28|122)\b")
 ROOM = 1 << 20  # bytes left below which a failed write is put down to a full disk
 
@@ -126,7 +126,9 @@ def _full_disk(exc: BaseException, where: Path) -> int | None:
     writer that names no cause: torch.save's RuntimeError "unexpected pos ...") a filesystem
     left with under `ROOM` bytes, checked before the partial output is removed."""
     seen: BaseException | None = exc
-    while seen is not None:
+    chain: set[int] = set()  # a hand-set __cause__ can loop
+    while seen is not None and id(seen) not in chain:
+        chain.add(id(seen))
         if isinstance(seen, OSError) and seen.errno in FULL:
             return seen.errno
         if m := FULL_WORDS.search(str(seen)):
