@@ -30,10 +30,12 @@ from countdown_rlvr.eval.metrics import read_records
 PER_PROBLEM = Path(io.DETAILS) / "per_problem"  # <split>.csv, in git with compare.json
 
 
-def runs_of(ev: Evaluate, rep: Replicates) -> dict[str, list[str]]:
-    """policy -> the run tags its evaluate stages write: shared, every seed of the chain that
-    trains it, or that chain's first seed (policies of different chains may have different
-    replicates: compare pairs them on the replicates both have)."""
+def runs_of(ev: Evaluate, rep: Replicates) -> dict[str, dict[str, str]]:
+    """policy -> {run tag: the tag of the records file its evaluate stage writes}: shared,
+    every seed of the chain that trains it, or that chain's first seed (policies of different
+    chains may have different replicates: compare pairs them on the replicates both have).
+    With one SFT for every replicate (`replicates.shared_sft`), SFT's policies are compared as
+    the base and the teacher are: their one draw stands in every replicate."""
     def seeds(p: str) -> list[int]:
         chain = chain_of(p)
         if chain is None:
@@ -41,9 +43,14 @@ def runs_of(ev: Evaluate, rep: Replicates) -> dict[str, list[str]]:
                                 "seed; a policy trained once goes in `evaluate.shared`")
         return rep.of(chain)
 
-    return {**{p: [SHARED] for p in ev.shared},
-            **{p: [tag(s) for s in seeds(p)] for p in (*ev.policies, *ev.controls)},
-            **{p: [tag(seeds(p)[0])] for p in ev.first_replicate_only}}
+    def runs(p: str, first: bool = False) -> dict[str, str]:
+        if chain_of(p) == "sft" and rep.shared_sft is not None:
+            return {SHARED: tag(rep.shared_sft)}
+        return {tag(s): tag(s) for s in seeds(p)[:1 if first else None]}
+
+    return {**{p: {SHARED: SHARED} for p in ev.shared},
+            **{p: runs(p) for p in (*ev.policies, *ev.controls)},
+            **{p: runs(p, first=True) for p in ev.first_replicate_only}}
 
 
 def main() -> None:
@@ -56,8 +63,8 @@ def main() -> None:
         if unknown := [x for x in pair if x not in ev.all()]:
             raise io.StageError("compare", f"`compare.pairs` names {unknown}, not in `evaluate` "
                                 f"{ev.all()}; add them there or fix the pair")
-    paths = {p: {t: Path(f"data/eval/{p}/{t}.parquet") for t in tags}
-             for p, tags in runs_of(ev, rep).items()}
+    paths = {p: {t: Path(f"data/eval/{p}/{f}.parquet") for t, f in runs.items()}
+             for p, runs in runs_of(ev, rep).items()}
     if missing := sorted(str(f) for runs in paths.values() for f in runs.values()
                          if not f.exists()):
         raise io.StageError("compare", f"no records {missing[:4]}{' ...' if len(missing) > 4 else ''}"

@@ -38,7 +38,7 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 from countdown_rlvr.core import io
 from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.evaluate_config import Evaluate
-from countdown_rlvr.core.replicates import model_dir, run_name, tag
+from countdown_rlvr.core.replicates import model_dir, run_name, sft_dir, tag
 from countdown_rlvr.core.research_config import Distill
 from countdown_rlvr.eval.scoring import SKILL_SEED, skill
 from countdown_rlvr.model.policy import load_replicate_stage, policy_ref
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> None:
                                        f"distill.first_replicate_conditions {conds} (valid: "
                                        f"{', '.join(CONDITIONS)})")
     cond = argv[0]
-    policy, repairs_file = model_dir("sft", r), f"data/repair/{tag(r)}/repairs.parquet"
+    policy, repairs_file = sft_dir("distill", params, r), f"data/repair/{tag(r)}/repairs.parquet"
     style = prompt_style("distill", params)
     sampler = eval_sampler("distill", params)  # the skill check's, checked before any work
     gen_batch = from_section(Evaluate, "distill", params, "evaluate").batch_size

@@ -1,25 +1,26 @@
 """Stage `int`: Interventional Training with the solver as the oracle (S3 §4, Alg. 1).
 
-1. K samples (fixed `sampler`) on the first `int.n_problems` train problems from the sft_dir
+1. K samples (fixed `sampler`) on the first `int.n_problems` train problems from the SFT
    policy; the unsolved problems are those where all K fail. A seeded share
    `int.heldout_frac` of them is held out: nothing below trains on it.
 2. On each (trained-on) unsolved problem, a failed trace's first erroneous step is replaced by a correct
    step (countdown_rlvr.research.interventions); continuations are sampled from
    prompt + prefix + intervention and the intervention is kept when one verifies (the filter).
-3. Patch: sft_dir from the sft_dir policy on (prompt, prefix + intervention), mixed with
+3. Patch: SFT from the SFT policy on (prompt, prefix + intervention), mixed with
    `int.replay` SFT training examples per intervention -> data/models/int_sft.
-4. RL: rloo_dir (`rloo` params, overridden by `int.rloo`) from the patched policy on the unsolved
+4. RL: RLOO (`rloo` params, overridden by `int.rloo`) from the patched policy on the unsolved
    problems (`int.rl_problems`) -> data/models/int; and S3's control arm, the same RL (same
-   problems, config and budget) from the sft_dir policy without the patch -> data/models/int_plain_rl.
-5. Baseline: sft_dir from the sft_dir policy on full solver solutions of the same unsolved problems,
+   problems, config and budget) from the SFT policy without the patch -> data/models/int_plain_rl.
+5. Baseline: SFT from the SFT policy on full solver solutions of the same unsolved problems,
    the same replay mix and the patch's number of optimizer steps -> data/models/int_solver_sft.
 6. pass@K on the trained-on and the held-out unsolved problems, with a fresh sampling seed
-   (`int.eval_seed`: the selection seed made the sft_dir policy fail them all by construction),
-   for sft, int_sft, int, plain_rl, int_solver_sft and the plain rloo_dir policy (data/models/rloo).
+   (`int.eval_seed`: the selection seed made the SFT policy fail them all by construction),
+   for sft, int_sft, int, plain_rl, int_solver_sft and the plain RLOO policy (data/models/rloo).
 
 Each phase is a function of countdown_rlvr.research.interventions, called here in this order.
 
     python stages/int.py <seed>   # a seed of replicates.int: starts from data/models/{sft,rloo}/r<seed>
+                                  # (SFT: replicates.shared_sft's when set)
 
 Writes data/models/{int_sft,int,int_plain_rl,int_solver_sft}/r<seed>,
 data/int/r<seed>/interventions.jsonl, reports/{details,timings}/int/r<seed>.json and
@@ -38,6 +39,7 @@ from countdown_rlvr.core.config import MIN_HELDOUT, eval_sampler, from_section, 
 from countdown_rlvr.core.data_config import Traces
 from countdown_rlvr.core.int_config import Interventions
 from countdown_rlvr.core.replicates import for_replicate, model_dir, run_name, tag
+from countdown_rlvr.core.replicates import sft_dir as replicate_sft
 from countdown_rlvr.core.rl_config import RL
 from countdown_rlvr.core.timing import timed
 from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
@@ -66,9 +68,11 @@ def main(argv: list[str]) -> None:
     sft_cfg = cfg.sft
     # rloo's keys, overridden by int.rloo; its seeds move to replicate r like the section's
     rl_cfg = for_replicate(from_section(RL, "int", params, "int.rloo", inherit="rloo"), r)
-    policies = {name: model_dir(policy, r) for name, policy in INT_POLICY_DIRS.items()}
-    sft_dir, rloo_dir, int_sft_dir, int_dir, solver_dir, plain_rl_dir = (model_dir(p, r) for p in (
-        "sft", "rloo", "int_sft", "int", "int_solver_sft", "int_plain_rl"))
+    sft_dir = replicate_sft("int", params, r)  # its seed's, or the shared SFT
+    policies = {name: sft_dir if policy == "sft" else model_dir(policy, r)
+                for name, policy in INT_POLICY_DIRS.items()}
+    rloo_dir, int_sft_dir, int_dir, solver_dir, plain_rl_dir = (model_dir(p, r) for p in (
+        "rloo", "int_sft", "int", "int_solver_sft", "int_plain_rl"))
     rows_file, run = f"data/int/{tag(r)}/interventions.jsonl", run_name("int", r)
     sampler = eval_sampler("int", params)
     style = prompt_style("int", params)

@@ -28,7 +28,7 @@ from countdown_rlvr.core.config import eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.data_config import Pairs
 from countdown_rlvr.core.evaluate_config import Evaluate
 from countdown_rlvr.core.ipo_config import IPO
-from countdown_rlvr.core.replicates import model_dir, run_name
+from countdown_rlvr.core.replicates import model_dir, run_name, sft_dir
 from countdown_rlvr.data.pairs import SOURCES
 from countdown_rlvr.eval.scoring import SKILL_SEED, skill
 from countdown_rlvr.model.policy import load_replicate_stage, policy_ref
@@ -72,7 +72,7 @@ def skill_problems(train: list[dict], n_pairs: int | None, n: int) -> list[dict]
 def main(argv: list[str]) -> None:
     params, cfg, r = load_replicate_stage("ipo", IPO, argv[1] if len(argv) == 2 else None,
                                           chain="ipo")
-    sft = model_dir("sft", r)
+    sft = sft_dir("ipo", params, r)
     sources = cfg.all_sources()
     unknown = [s for s in sources if s not in SOURCES]
     if unknown:

@@ -29,7 +29,7 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 
 from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import eval_sampler, prompt_style
-from countdown_rlvr.core.replicates import model_dir, run_name, tag
+from countdown_rlvr.core.replicates import run_name, sft_dir, tag
 from countdown_rlvr.core.research_config import Repair
 from countdown_rlvr.eval.metrics import write_records
 from countdown_rlvr.eval.scoring import evaluate_policy
@@ -52,7 +52,7 @@ TRAIN = "data/problems/train.jsonl"
 def main(argv: list[str]) -> None:
     params, cfg, r = load_replicate_stage("repair", Repair, argv[0] if argv else None,
                                           chain="repair")
-    policy, name = model_dir("sft", r), run_name("repair", r)
+    policy, name = sft_dir("repair", params, r), run_name("repair", r)
     out, pool_file = f"data/repair/{tag(r)}/repairs.parquet", f"data/repair/{tag(r)}/pool.parquet"
     sampler = eval_sampler("repair", params)
     style = prompt_style("repair", params)

@@ -31,7 +31,8 @@ def main() -> None:
     cfg = from_section(Report, "report", params, "report")  # fails before any work
     ev = from_section(Evaluate, "report", params, "evaluate")
     policies = ev.all()
-    chains = from_section(Replicates, "report", params, "replicates").chains()
+    rep = from_section(Replicates, "report", params, "replicates")
+    chains = rep.chains()
     # what this run trains; the seeds' full sets when those stages are not configured
     ipo, dis = params.get("ipo") or {}, params.get("distill") or {}
     ipo_sources = [*ipo.get("sources", []), *ipo.get("first_replicate_sources", [])] \
@@ -54,7 +55,8 @@ def main() -> None:
                             configured=policies, ipo_sources=ipo_sources, distill=distill,
                             require_all=cfg.require_all, reference=cfg.reference,
                             best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi,
-                            chain_minutes=cfg.chain_minutes, replicates=chains, plan=plan)
+                            chain_minutes=cfg.chain_minutes, replicates=chains, plan=plan,
+                            shared_sft=rep.shared_sft is not None)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
         raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (each "

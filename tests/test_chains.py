@@ -66,11 +66,36 @@ def test_the_compare_stage_reads_each_policy_on_its_chains_seeds():
     rep = Replicates(seeds=[0, 1, 2, 3], ipo=[1, 3], rloo=[2, 3], opd=[2], repair=[0, 1],
                      int=[3])
     runs = compare["runs_of"](ev, rep)
+    assert all(t == f for r in runs.values() for t, f in r.items())  # each its own file
+    runs = {p: list(r) for p, r in runs.items()}
     assert runs["sft"] == ["r0", "r1", "r2", "r3"] and runs["base"] == ["shared"]
     assert runs["ipo_easyneg"] == ["r1", "r3"] and runs["rloo_shaped"] == ["r2", "r3"]
     assert runs["rloo_nocurr"] == ["r2"]  # a first-replicate arm: its chain's first seed
     assert runs["opd_ac"] == ["r2"] and runs["distill_R"] == ["r0", "r1"]
     assert runs["sft_early"] == runs["sft"] and runs["rloo_early"] == ["r2", "r3"]
+
+
+def test_with_one_sft_for_every_replicate_its_one_draw_stands_in_each():
+    """replicates.shared_sft: SFT's policies are read from the shared SFT's records, under the
+    tag of a policy trained once, so every replicate of a later chain pairs with that draw."""
+    compare = runpy.run_path(str(ROOT / "stages/compare.py"))
+    from helpers import config_of
+
+    from countdown_rlvr.core.evaluate_config import Evaluate
+
+    ev = config_of(Evaluate, "evaluate")
+    rep = Replicates(seeds=[5], ipo=[1, 3], rloo=[1, 2, 3], opd=[2], repair=[0, 1], int=[3],
+                     shared_sft=5)
+    runs = compare["runs_of"](ev, rep)
+    assert runs["sft"] == runs["sft_early"] == {"shared": "r5"}
+    assert runs["rloo"] == {"r1": "r1", "r2": "r2", "r3": "r3"} and runs["base"] == {
+        "shared": "shared"}
+    assert runs["rloo_nocurr"] == {"r1": "r1"} and runs["opd_ac"] == {"r2": "r2"}
+    # the report reads every chain's replicates, SFT's first, though they are not SFT's
+    from countdown_rlvr.analysis.results import _tags
+
+    every, chains = _tags(ROOT, rep.chains())
+    assert every == ["r5", "r0", "r1", "r2", "r3"] and chains["rloo"] == ["r1", "r2", "r3"]
 
 
 def test_a_policys_chain_and_evaluation_follow_from_the_stage_that_trains_it():
@@ -138,6 +163,14 @@ def test_a_claim_is_planned_on_its_chain_with_a_command_that_works():
     assert claims.grown(rep, "repair", 2) == ({"seeds": [0, 1, 2, 3, 4, 5, 6],
                                                "repair": [0, 1, 2, 3, 4, 5, 6]}, [5, 6])
     assert claims.grown(rep, "sft", 1) == ({"seeds": [0, 1, 2, 3, 4, 5]}, [5])
+    # one SFT for every replicate: an added seed trains the chain (and RLOO's for int), no SFT
+    shared = {**rep, "sft": [0]}
+    lists, added = claims.grown(shared, "int", 3, shared_sft=True)
+    assert added == [3, 5, 6] and lists == {"rloo": [0, 1, 2, 3, 5, 6], "int": [0, 1, 2, 3, 5, 6]}
+    assert claims.added_cost(shared, "int", added, minutes, shared_sft=True) == pytest.approx(
+        3 * 5.6 + 2 * 7.7)
+    assert claims.grown(shared, "repair", 2, shared_sft=True) == (
+        {"repair": [0, 1, 2, 3, 4, 5, 6]}, [5, 6])
     # a new seed comes after every listed one, never below them: the defaults start at 1
     # because pilots tuned on 0, and the advice must not hand that seed back
     from_one = {c: [s + 1 for s in seeds] for c, seeds in rep.items()}

@@ -509,6 +509,12 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
     ("Replicates", "replicates", {"rloo": [1, 2], "int": [1, 3]},
      (r"replicates.int has seed 3 not in replicates.rloo; add it to replicates.rloo "
      r"\(`int@<seed>` reads the rloo policy of its seed\) or drop it")),
+    # one SFT for every replicate: SFT trains that one seed only
+    ("Replicates", "replicates", {"shared_sft": 6},
+     (r"replicates.shared_sft is 6, but replicates.seeds is \[6, 7, 8, 9, 10\]; with one SFT "
+      r"for every replicate set seeds to \[6\] \(sft@6 trains it\), or set shared_sft to null")),
+    ("Replicates", "replicates", {"shared_sft": 1, "seeds": [1], "rloo": [2], "opd": [3]},
+     (r"replicates.opd has seed 3 not in replicates.rloo")),
     ("Evaluate", "evaluate", {"shared": ["base", "sft"]}, r"lists \['sft'\] more than once"),
     # a dev policy no evaluate list samples would have no evaluate stage to sample it
     ("Evaluate", "evaluate", {"dev_policies": ["sft", "nobody"]},

@@ -3,6 +3,8 @@ the generator derives code deps and params as documented."""
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,42 @@ def test_an_arm_stage_depends_on_the_policy_its_arms_start_from():
     assert doc["rloo"]["matrix"]["arm"] == ["rloo", "rloo_shaped"]
     assert doc["evaluate_rloo_early"]["matrix"] == doc["rloo_early"]["matrix"]
     assert "data/models/sft_early/r${item.seed}" in doc["sft"]["outs"]
+
+
+def test_with_one_shared_sft_every_later_chain_reads_that_sft(tmp_path):
+    """replicates.shared_sft: every stage outside SFT's chain that reads a replicate's SFT (or
+    its early checkpoint) reads the shared seed's instead; SFT's own stages keep their seed;
+    DVC expands it to the one dir for every replicate, and nothing else in dvc.yaml moves."""
+    params = experiment.read_params(ROOT / "params.yaml")
+    assert params["replicates"]["shared_sft"] is None  # the default run: each its own SFT
+    shared = {**params, "replicates": {**params["replicates"], "shared_sft": 6, "seeds": [6],
+                                       "rloo": [6, 11, 12], "int": [11]}}
+    own, one = (yaml.safe_load(experiment.generate(p))["stages"] for p in (params, shared))
+    assert set(own) == set(one)
+    moved = {name: [d for d in stage["deps"] if d not in own[name]["deps"]]
+             for name, stage in one.items()
+             if "deps" in stage and stage["deps"] != own[name]["deps"]}
+    readers = {"ipo", "ipo_first", "rloo", "rloo_early", "rloo_nocurr", "repair", "distill",
+               "distill_first", "int"}
+    assert set(moved) == readers
+    shared_dir = "data/models/{}/r${{replicates.shared_sft}}"
+    assert all(deps == [shared_dir.format("sft_early" if name == "rloo_early" else "sft")]
+               for name, deps in moved.items())
+    assert all(one[n] == {**own[n], "deps": one[n]["deps"]} for n in moved)
+    assert all(one[n] == own[n] for n in one if n not in moved)
+    assert own["sft"] == one["sft"] and own["evaluate_sft"] == one["evaluate_sft"]
+    # DVC resolves it: rloo@rloo-11 and int@11 read sft r6, which only sft@6 writes
+    (tmp_path / "dvc.yaml").write_text(experiment.generate(shared))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(shared, sort_keys=False))
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, check=True)
+    from dvc.repo import Repo
+
+    with Repo(str(tmp_path)) as repo:
+        stages = {s.name: s for s in repo.index.stages}
+        for name in ("rloo@rloo-11", "rloo@rloo_shaped-12", "int@11", "repair@6"):
+            assert "data/models/sft/r6" in {d.def_path for d in stages[name].deps}, name
+        assert "sft@11" not in stages and "sft@6" in stages
 
 
 def test_the_early_checkpoint_is_an_out_and_a_policy_only_when_early_step_is_set():

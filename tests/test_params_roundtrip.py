@@ -55,8 +55,9 @@ def test_dvc_override_changes_only_the_overridden_lines(tmp_path, override, remo
 
 
 def test_the_one_replicate_run_sets_every_chain_in_one_flag(tmp_path):
-    """README's one-replicate run: one `-S` replaces the whole `replicates` section (each chain's
-    list must be a subset of `seeds`), and only the dropped seeds' lines go."""
+    """README's one-replicate run: one `-S` sets every list of the `replicates` section (each
+    chain's list must be a subset of `seeds`; the keys it does not name keep their values),
+    and only the dropped seeds' lines go."""
     removed, added = _changed_lines(
         tmp_path, "replicates={seeds:[6],ipo:[6],rloo:[6],opd:[6],repair:[6],int:[6]}")
     assert added == [] and [_code(x) for x in removed] == (
@@ -64,7 +65,7 @@ def test_the_one_replicate_run_sets_every_chain_in_one_flag(tmp_path):
         + ["  - 7", "  - 8", "  - 9", "  - 10"] + 3 * ["  - 7", "  - 8", "  - 9"])
     # seeds (five), ipo (four), rloo (five), opd, repair and int (four each)
     assert yaml.safe_load((tmp_path / "params.yaml").read_text())["replicates"] == \
-        {key: [6] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}
+        {"shared_sft": None, **{key: [6] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}}
     readme = (ROOT / "README.md").read_text()
     assert "dvc exp run -S 'replicates={seeds:[6],ipo:[6],rloo:[6],opd:[6],repair:[6],int:[6]}'" \
         in readme

@@ -133,3 +133,28 @@ def test_a_second_replicate_is_another_draw_of_the_same_config(pipeline):
     # seed 1 is SFT's but not OPD's: opd's own list decides
     proc = pipeline.run("python", "stages/opd.py", "opd", "1", check=False)
     assert proc.returncode != 0 and "replicate '1' is not in `replicates.opd`" in proc.stderr
+
+
+def test_with_one_shared_sft_a_new_replicate_trains_no_sft_of_its_own(pipeline):
+    """replicates.shared_sft: seed 1 added to RLOO's list alone trains rloo@rloo-1 from SFT
+    replicate 0 (no sft@1), another draw of the same config; params that change the graph
+    are refused until dvc.yaml is made anew."""
+    import yaml
+
+    from countdown_rlvr.cli.experiment import generate
+
+    pipeline.repro("rloo@rloo-0")
+    commit(pipeline, "one replicate")
+    pipeline.set_params({"replicates": {"shared_sft": 0, "rloo": [0, 1]}})
+    stale = pipeline.repro("rloo@rloo-1", check=False)
+    assert stale.returncode != 0 and "countdown_rlvr.cli.experiment --write" in stale.stderr
+    params = yaml.safe_load((pipeline.path / "params.yaml").read_text())
+    (pipeline.path / "dvc.yaml").write_text(generate(params))
+    proc = pipeline.repro("rloo@rloo-1")
+    assert ran(proc) == {"check_params", "rloo@rloo-1"}  # SFT 0 and replicate 0 reused
+    assert not (pipeline.path / "data/models/sft/r1").exists()
+    r0, r1 = metrics(pipeline, "rloo", 0), metrics(pipeline, "rloo", 1)
+    assert r0["init"] == r1["init"] == "data/models/sft/r0" and r1["replicate"] == 1
+    # another draw: its first rollouts differ (the smoke model earns no reward to move on)
+    assert (r0["loss_first"], r0["response_len_first"]) != (r1["loss_first"],
+                                                             r1["response_len_first"])

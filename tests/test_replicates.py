@@ -81,7 +81,8 @@ CHAINS = ("ipo", "rloo", "opd", "repair", "int")
 
 def lists(seeds, **chains) -> dict:
     """A `replicates` section: every chain on `seeds` unless given."""
-    return {"seeds": seeds, **{c: chains.get(c, seeds) for c in CHAINS}}
+    return {"shared_sft": chains.pop("shared_sft", None), "seeds": seeds,
+            **{c: chains.get(c, seeds) for c in CHAINS}}
 
 
 def test_a_stage_refuses_a_replicate_that_is_not_listed():
@@ -218,3 +219,43 @@ def test_an_error_names_the_stage_group_that_writes_a_replicate_path(path, stage
     from countdown_rlvr.core.io import producing_stage
 
     assert producing_stage(path, ROOT / "dvc.yaml") == stage
+
+
+seed_lists = st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True)
+
+
+@given(st.integers(0, 9), seed_lists, seed_lists, seed_lists, seed_lists, seed_lists)
+def test_with_one_shared_sft_every_chain_starts_from_it(shared, ipo, rloo, opd, repair, int_):
+    """replicates.shared_sft: the chains' seeds need not be SFT's (only OPD's and int's must be
+    RLOO's), every replicate's SFT dir is the shared one, and a stage takes any seed of its
+    own chain."""
+    from countdown_rlvr.core.config import Replicates
+    from countdown_rlvr.core.replicates import sft_dir
+
+    section = {"shared_sft": shared, "seeds": [shared], "ipo": ipo, "rloo": rloo, "opd": opd,
+               "repair": repair, "int": int_}
+    valid = set(opd) <= set(rloo) and set(int_) <= set(rloo)
+    try:
+        rep = Replicates(**section)
+    except ValueError as exc:
+        assert not valid and "not in replicates.rloo" in str(exc)
+        return
+    assert valid and rep.union()[0] == shared
+    params = {"replicates": section}
+    for chain, seeds in (("ipo", ipo), ("rloo", rloo), ("repair", repair)):
+        for r in seeds:
+            assert parse_replicate(chain, str(r), params, chain=chain) == r
+            assert sft_dir(chain, params, r) == model_dir("sft", shared)
+            assert sft_dir(chain, params, r, "sft_early") == model_dir("sft_early", shared)
+    # without it, replicate r starts from SFT r
+    own = {**section, "shared_sft": None, "seeds": sorted({*ipo, *rloo, *repair})}
+    assert sft_dir("rloo", {"replicates": own}, rloo[0]) == model_dir("sft", rloo[0])
+
+
+def test_with_a_shared_sft_a_missing_seed_names_only_its_own_chains():
+    params = {"replicates": lists([3], rloo=[1, 2], opd=[1], int=[2], ipo=[], repair=[],
+                                  shared_sft=3)}
+    params["replicates"]["ipo"] = params["replicates"]["repair"] = [4]
+    with pytest.raises(StageError, match=r"replicate '5' is not in `replicates.int`; pass one "
+                       r"of \[2\] .* or add it to `replicates.int` \(and `replicates.rloo`\)$"):
+        parse_replicate("int", "5", params, chain="int")

@@ -552,7 +552,8 @@ def run_stage(root: Path, monkeypatch, **report):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["report"].update(report)
     # the fixture's replicates, r0-r2, in every chain (the defaults start at seed 1)
-    params["replicates"] = {chain: [0, 1, 2] for chain in params["replicates"]}
+    params["replicates"] = {chain: [0, 1, 2] if seeds else seeds
+                            for chain, seeds in params["replicates"].items()}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     shutil.copy(ROOT / "plan.yaml", root / "plan.yaml")  # the analysis plan, a dep of report
     monkeypatch.chdir(root)

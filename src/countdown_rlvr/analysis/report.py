@@ -192,7 +192,9 @@ def _chains_text(ctx: Context) -> str:
     own = {c: ctx.inp.tags_of(c) for c in CHAINS}
     if all(tags == ctx.inp.replicates for tags in own.values()):
         return ""
-    return " (SFT's; each chain's: " + "; ".join(
+    first = f"one SFT, {', '.join(own['sft'])}, for every replicate" if ctx.inp.shared_sft \
+        else "SFT's"
+    return f" ({first}; each chain's: " + "; ".join(
         f"{c} {', '.join(tags)}" for c, tags in own.items() if c != "sft") + \
         "; a pair is compared on the replicates both have)"
 
@@ -738,7 +740,7 @@ def claims_details(ctx: Context) -> list[str]:
         if run is not None:
             lines.append(f"- **This run's power estimate** (its variance, {c.n} replicates, "
                          f"every route at the plan's effects): {run:.0%}")
-        if (need := needed_words(c, chains, ctx.chain_minutes)) != "–":
+        if (need := needed_words(c, chains, ctx.chain_minutes, ctx.inp.shared_sft)) != "–":
             lines.append(f"- **Replicates to decide**: {need}")
         if note := note_words(c, by):
             lines.append(f"- **Note**: {note}")
@@ -779,13 +781,13 @@ def count_words(n: int | str | None) -> str:
 
 
 def needed_words(c, replicates: Mapping[str, Any],
-                 minutes: Mapping[str, float] | None = None) -> str:
+                 minutes: Mapping[str, float] | None = None, shared_sft: bool = False) -> str:
     """For an inconclusive claim (else "–"): the replicates its tests would need to decide it
     (claims.Claim.to_decide), at the observed effect and at the plan's, and the command that
     adds them to its chain with their CPU time."""
     from .claims import ADD_REPLICATES, OBSERVED
 
-    need = c.to_decide(replicates, minutes)
+    need = c.to_decide(replicates, minutes, shared_sft)
     if need is None:
         return "–"
     if need.one_replicate:
@@ -1027,19 +1029,21 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
                   distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
                   best_of_n_policy: str | None = None, dpi: int = 100,
                   replicates=None, chain_minutes: Mapping[str, float] | None = None,
-                  plan=None) -> Inputs:
+                  plan=None, shared_sft: bool = False) -> Inputs:
     """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
 
     configured: every policy name of `evaluate`; ipo_sources / distill: the IPO pair sources
     and distill conditions this run trains (`ipo.sources`, `distill.conditions`); replicates:
     each chain's seeds ({chain: seeds}, the `replicates` section; None: the replicates found
     on disk, every chain's); chain_minutes: `report.chain_minutes`; plan: the analysis plan
-    (plan.Plan; None: the repository's plan.yaml).
+    (plan.Plan; None: the repository's plan.yaml); shared_sft: every replicate started from
+    one SFT (`replicates.shared_sft`).
     """
     from . import claims
     from .plan import load_plan
 
-    inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill, replicates)
+    inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill, replicates,
+                      shared_sft)
     if require_all and inp.missing:
         raise MissingInputs(inp.missing)
     plan = plan or load_plan()

@@ -75,6 +75,7 @@ class Inputs:
     # empty when the seed lists are not known (every chain: `replicates`)
     per_problem: dict[str, pd.DataFrame] = field(default_factory=dict)  # split -> compare's
     # per-problem records (per_problem/<split>.csv); empty in details written before them
+    shared_sft: bool = False  # every replicate started from one SFT (`replicates.shared_sft`)
 
     def tags_of(self, chain: str) -> list[str]:
         """The replicate tags of `chain` (config.CHAINS)."""
@@ -145,9 +146,15 @@ def _tags(details: Path, replicates) -> tuple[list[str], dict[str, list[str]]]:
     tags on disk (and no chain's own)."""
     if isinstance(replicates, dict):
         chains = {c: [f"r{s}" for s in replicates[c]] for c in CHAINS if c in replicates}
-        every = chains.get("sft") or [f"r{s}" for s in dict.fromkeys(
-            s for seeds in replicates.values() for s in seeds)]
-        return every, chains
+        if "sft" not in chains:
+            return [f"r{s}" for s in dict.fromkeys(
+                s for seeds in replicates.values() if isinstance(seeds, list) for s in seeds)], \
+                chains
+        # SFT's, then (with one shared SFT) the other chains' in seed order
+        sft = chains["sft"]
+        rest = sorted({t for tags in chains.values() for t in tags} - set(sft),
+                      key=lambda t: int(t[1:]))
+        return [*sft, *rest], chains
     if replicates:
         return [f"r{s}" for s in replicates], {}
     found = {p.stem for p in details.rglob("r*.json") if p.stem[1:].isdigit()}
@@ -167,14 +174,15 @@ def _read_runs(details: Path, rel: str, tags: list[str]) -> dict[str, Any]:
 
 def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
                 ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS),
-                replicates=None) -> Inputs:
+                replicates=None, shared_sft: bool = False) -> Inputs:
     """Read whatever exists of the report's inputs; record the expected ones that are absent.
 
     Expected: the files of this configuration (configured policies, `ipo_sources`, `distill`
     conditions) and the RLOO curves of REQUIRED_CURVES, in the first replicate at least (a
     policy evaluated for the first replicate only is complete with it). `replicates`: the
     seeds of each chain ({chain: seeds}, `replicates` of params.yaml: the SFT seeds are the
-    union), or one list for every chain; None reads the tags found on disk.
+    union unless `shared_sft`: every replicate started from one SFT), or one list for every
+    chain; None reads the tags found on disk.
     """
     details, dvclive_dir = Path(details_dir), Path(dvclive_dir)
     tags, chains = _tags(details, replicates)
@@ -201,7 +209,7 @@ def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
     per_problem = {f.stem: pd.read_csv(f, dtype={"problem_id": str, "replicate": str})
                    for f in sorted((details / "per_problem").glob("*.csv"))}
     return Inputs(data, curves, missing, policies, stages, runs, tags, compare,
-                  {r: c for r, c in run_curves.items() if c}, chains, per_problem)
+                  {r: c for r, c in run_curves.items() if c}, chains, per_problem, shared_sft)
 
 
 # --------------------------------------------------------------------------- formatting

@@ -441,11 +441,30 @@ def sampled_policies(stage: Stage, params: dict) -> set[str]:
     return names
 
 
+# what a later chain's stage reads of SFT's replicate r, and what it reads instead with one
+# SFT for every replicate (`replicates.shared_sft`; dvc.yaml is made from params.yaml, so
+# setting it, or back to null, needs `--write`: the params check says so)
+SFT_OF_SEED = (model("sft"), model(EARLY))
+SHARED_SFT = "${replicates.shared_sft}"
+
+
+def _sft_input(out: Out, stage: Stage, params: dict | None) -> Out:
+    """`out`, or the shared SFT's dir where `out` is a later chain's own seed's SFT dir."""
+    if out.path not in SFT_OF_SEED or stage.chain in ("", "sft") or \
+            not params or at(params, "replicates.shared_sft") is None:
+        return out
+    return Out(out.path.replace(f"/r{SEED}", f"/r{SHARED_SFT}"), out.note or
+               "replicates.shared_sft: every replicate starts from one SFT", out.cache,
+               out.persist, out.when)
+
+
 def deps(stage: Stage, params: dict | None = None) -> list[Out]:
-    """The stage's deps: check_params' output (a root), its script and code, its inputs, and
-    the dev split for an evaluation stage that samples a policy of evaluate.dev_policies."""
+    """The stage's deps: check_params' output (a root), its script and code, its inputs (a
+    later chain's SFT: the shared one's when `replicates.shared_sft` is set), and the dev split
+    for an evaluation stage that samples a policy of evaluate.dev_policies."""
     script = stage.script or stage.name
-    inputs = [Out(i) if isinstance(i, str) else i for i in stage.inputs]
+    inputs = [_sft_input(Out(i) if isinstance(i, str) else i, stage, params)
+              for i in stage.inputs]
     dev = set(at(params, "evaluate.dev_policies") or []) if params else set()
     if sampled_policies(stage, params or {}) & dev:
         last_split = max(i for i, o in enumerate(inputs) if o.path in TEST_SPLITS)

@@ -302,6 +302,8 @@ def _init_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
         if not ok("replicates"):
             continue
         chain, source = a.script, INITS.get(init, "sft")
+        if source == "sft" and C.at(params, "replicates.shared_sft") is not None:
+            continue  # every replicate starts from the one shared SFT
         seeds = C.at(params, f"replicates.{C.seeds_key(chain)}") or []
         seeds = seeds[:1] if a.replicates == "first" else seeds
         have = C.at(params, f"replicates.{C.seeds_key(source)}") or []

@@ -125,6 +125,7 @@ Names = Annotated[list[str], list_of(name, unique=True)]
 MaybeNames = Annotated[list[str], list_of(name, 0, unique=True)]  # [] = none
 Ks = Annotated[list[int], list_of(POS, unique=True)]  # k values, budgets
 Seeds = Annotated[list[int], list_of(SEED, unique=True)]
+MaybeSeed = Annotated[int | None, optional(SEED)]  # null = none
 Splits = Annotated[list[str], list_of(choice("test", "ood"), unique=True)]
 # copies of task.REWARDS, data.traces.STYLES / STRATEGY_HINTS and model.TINY_PRESETS (as
 # RL.loss_agg of train.losses.LOSS_AGGREGATIONS: config reads no torch / task code, and
@@ -371,7 +372,7 @@ def eval_sampler(stage: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 # The claim chains, each trained on its own seed list (`replicates.<chain>`, a subset of
-# `replicates.seeds`, SFT's): sft (SFT and its early checkpoint, their evaluations,
+# `replicates.seeds`, SFT's, unless every chain starts from one shared SFT): sft (SFT and its early checkpoint, their evaluations,
 # diagnose), ipo (ipo, ipo_first), rloo (the RLOO arms), opd (the OPD arms), repair (repair,
 # distill, distill_first) and int.
 # Why lists per chain: a claim is decided by its chain's replicates, and the cheap chains can
@@ -392,11 +393,12 @@ MIN_HELDOUT = 200
 UPSTREAM = {"ipo": "sft", "rloo": "sft", "opd": "rloo", "repair": "sft", "int": "rloo"}
 
 
-def chain_path(chain: str) -> list[str]:
+def chain_path(chain: str, shared_sft: bool = False) -> list[str]:
     """The chain and those upstream of it, up to sft (int -> [int, rloo, sft]): a seed of the
-    chain must be in each of their lists."""
+    chain must be in each of their lists. With one shared SFT (`replicates.shared_sft`), SFT
+    is no chain's upstream (int -> [int, rloo]; sft -> [sft])."""
     out = [chain]
-    while out[-1] in UPSTREAM:
+    while out[-1] in UPSTREAM and not (shared_sft and UPSTREAM[out[-1]] == "sft"):
         out.append(UPSTREAM[out[-1]])
     return out
 
@@ -409,23 +411,33 @@ def seeds_key(chain: str) -> str:
 @dataclass(frozen=True)
 class Replicates:
     """`replicates`: the training seeds each chain is trained and evaluated with."""
-    seeds: Seeds  # SFT's (sft, its evaluation, diagnose): every chain's seeds are among these
+    seeds: Seeds  # SFT's (sft, its evaluation, diagnose): every chain's are among these, unless
+    # the SFT is shared
     ipo: Seeds  # `ipo@<source>-<seed>`; `ipo_first` takes the first
     rloo: Seeds  # the RLOO arms (`rloo@<arm>-<seed>`); a first-replicate arm takes the first
     opd: Seeds  # the OPD arms (`opd@<variant>-<seed>`); each also in `rloo` (their init)
     repair: Seeds  # `repair@<seed>` and `distill@<condition>-<seed>`; `distill_first`: the first
     int: Seeds  # `int@<seed>`; each also in `rloo` (int compares with RLOO's policy)
+    # null: replicate r of every chain starts from SFT r (the SFT draw is part of the unit);
+    # a seed, `seeds`' only one: every chain starts from that one SFT (sft@<seed>), so a
+    # replicate is a draw of what is trained after SFT, given one SFT, as S3 and S4 ran theirs
+    shared_sft: MaybeSeed = None
 
     def __post_init__(self):
         problems = []
+        if self.shared_sft is not None and self.seeds != [self.shared_sft]:
+            problems.append(f"replicates.shared_sft is {self.shared_sft}, but replicates.seeds "
+                            f"is {self.seeds}; with one SFT for every replicate set seeds to "
+                            f"[{self.shared_sft}] (sft@{self.shared_sft} trains it), or set "
+                            "shared_sft to null")
         for chain in CHAINS:
             key, seeds = seeds_key(chain), self.of(chain)
             if twice := sorted({s for s in seeds if seeds.count(s) > 1}):
                 problems.append(f"replicates.{key} repeats seed(s) {twice} ({seeds}); list each "
                                 "seed once (a seed trains one replicate)")
             up = UPSTREAM.get(chain)
-            if up is None:
-                continue
+            if up is None or (up == "sft" and self.shared_sft is not None):
+                continue  # with a shared SFT, a chain's seeds need no SFT of their own
             if missing := [s for s in seeds if s not in self.of(up)]:
                 what, it = (f"seed {missing[0]}", "it") if len(missing) == 1 else \
                     (f"seeds {missing}", "them")
@@ -435,6 +447,16 @@ class Replicates:
                                 f"add {it} to replicates.{seeds_key(up)} ({why}) or drop {it}")
         if problems:
             raise ValueError("; ".join(problems))
+
+    def sft_seed(self, replicate: int) -> int:
+        """The SFT replicate that replicate `replicate` of a chain starts from: its own, or the
+        shared one (`shared_sft`)."""
+        return replicate if self.shared_sft is None else self.shared_sft
+
+    def union(self) -> list[int]:
+        """Every chain's seeds, SFT's first: with a shared SFT, the other chains' seeds need
+        not be among SFT's."""
+        return list(dict.fromkeys(s for chain in CHAINS for s in self.of(chain)))
 
     def of(self, chain: str) -> list[int]:
         """The seeds of `chain` (one of CHAINS)."""

@@ -17,6 +17,10 @@ not change: the problems, the base model, the teacher, traces, dedup and pairs (
 experiment's fixed inputs, trained once), and the evaluation sampler's seeds (the same
 measurement for every replicate).
 
+One SFT for every replicate: with `replicates.shared_sft` set, every later chain's replicate r
+starts from that one SFT policy instead of SFT r (`sft_dir`), so the replicates are draws of
+the training after SFT, given one SFT, as S3 and S4 compared their methods.
+
 Paths: a replicated policy's model is `data/models/<policy>/r<seed>`; a replicated stage's
 files are `reports/{details,timings}/<stage>/r<seed>.json` and `dvclive/<stage>/r<seed>`.
 """
@@ -68,6 +72,15 @@ def model_dir(policy: str, replicate: int) -> str:
     return f"data/models/{policy}/{tag(replicate)}"
 
 
+def sft_dir(stage: str, params: dict[str, Any], replicate: int, policy: str = "sft") -> str:
+    """The SFT policy (or its early checkpoint, `sft_early`) replicate `replicate` of a later
+    chain starts from: its own seed's, or the one shared SFT's (`replicates.shared_sft`)."""
+    from .config import Replicates, from_section
+
+    rep = from_section(Replicates, stage, params, "replicates")
+    return model_dir(policy, rep.sft_seed(replicate))
+
+
 def run_name(name: str, replicate: int) -> str:
     """A replicated stage's name in reports/*/ and dvclive/ (rloo/r1, ipo/scripted/r0)."""
     return f"{name}/{tag(replicate)}"
@@ -88,8 +101,8 @@ def parse_replicate(stage: str, arg: str | None, params: dict[str, Any],
         got = "no replicate seed given" if arg is None else f"replicate {arg!r} is not in `{key}`"
         # the lists a new seed must join: the chain's and those upstream lacking it
         lack = [] if arg is None or not arg.isdigit() else [
-            f"`replicates.{seeds_key(c)}`" for c in chain_path(chain)[1:]
-            if int(arg) not in rep.of(c)]
+            f"`replicates.{seeds_key(c)}`"
+            for c in chain_path(chain, rep.shared_sft is not None)[1:] if int(arg) not in rep.of(c)]
         add = f"`{key}`" + (f" (and {', '.join(lack)})" if lack else "")
         raise StageError(stage, f"{got}; pass one of {seeds} as the stage's last argument "
                                 f"(`dvc repro {stage}@<seed>` does) or add it to {add}")

@@ -604,12 +604,16 @@ RL_TIMING_KEYS = ("seconds", "generate_seconds", "update_seconds", "processes",
 def init_dir(stage: str, init: str, replicate: int, params: dict[str, Any]) -> str:
     """The model dir the RL arm `stage` starts from: its `init` policy's (`<stage>.init`) of the
     same replicate seed, which the chain that trains that policy must have (`opd.init: rloo`:
-    replicate r of OPD starts from replicate r of RLOO). Checked before any model loads."""
+    replicate r of OPD starts from replicate r of RLOO), or from SFT (or its early checkpoint)
+    the shared SFT's when `replicates.shared_sft` is set. Checked before any model loads."""
     if init == stage:
         raise StageError(stage, f"`{stage}.init` is {init!r}, its own policy; an arm starts "
                                 "from another's: set it to one of "
                                 f"{', '.join(i for i in INITS if i != stage)}")
-    seeds = from_section(Replicates, stage, params, "replicates").of(INITS[init])
+    rep = from_section(Replicates, stage, params, "replicates")
+    seeds = rep.of(INITS[init])
+    if INITS[init] == "sft":  # its seed's SFT, or the shared one
+        replicate = rep.sft_seed(replicate)
     if replicate not in seeds:
         key = f"replicates.{seeds_key(INITS[init])}"
         raise StageError(stage, f"`{stage}.init` is {init!r}, which {key} {seeds} does not "

@@ -266,12 +266,13 @@ class Claim:
         return min((p.n for p in self.plans), default=0)
 
     def to_decide(self, replicates: Mapping[str, Sequence[int]],
-                  minutes: Mapping[str, float] | None = None) -> Needed | None:
+                  minutes: Mapping[str, float] | None = None, shared_sft: bool = False
+                  ) -> Needed | None:
         """For an inconclusive claim (else None): the replicates its tests would need to
         decide it (every decision route, so the largest) with POWER at `plan_alpha`, at the
         observed effect and at the plan's, and for the first above those it has, the lists
-        that add them to its chain and their CPU minutes. The report words it
-        (report.needed_words)."""
+        that add them to its chain and their CPU minutes (shared_sft: every replicate starts
+        from one SFT, which they do not add to). The report words it (report.needed_words)."""
         if self.decision != Decision.INCONCLUSIVE or not self.plans:
             return None
         if any(p.sd is None for p in self.plans):
@@ -285,10 +286,10 @@ class Claim:
         have = min(self.n or listed, listed)
         for n, at in ((obs, OBSERVED), (at_seed, PLANNED)):
             if isinstance(n, int) and n > have:  # the observed effect's count first
-                lists, added = grown(replicates, self.chain, n - have)
+                lists, added = grown(replicates, self.chain, n - have, shared_sft)
                 return Needed(obs, at_seed, usable, reach=n, reach_at=at, lists=lists,
                               added=tuple(added), minutes=None if minutes is None else
-                              added_cost(replicates, self.chain, added, minutes))
+                              added_cost(replicates, self.chain, added, minutes, shared_sft))
         return Needed(obs, at_seed, usable)
 
     def run_power(self) -> float | None:
@@ -382,21 +383,23 @@ def _most(ns: list) -> int | None | str:
     return max(ns)
 
 
-def grown(replicates: Mapping[str, Sequence[int]], chain: str, more: int
-           ) -> tuple[dict[str, list[int]], list[int]]:
+def grown(replicates: Mapping[str, Sequence[int]], chain: str, more: int,
+          shared_sft: bool = False) -> tuple[dict[str, list[int]], list[int]]:
     """({`replicates` key: its new list} of every list that grows, the seeds added): `more`
     seeds added to `chain`'s list, first those an upstream chain already trained (the nearest
     first: they cost least), then the next unused integers (adding seeds trains only the new
     replicates), each also added to the upstream lists that lack it, SFT's first. New
     integers start above every listed seed: one below them may be a pilot's (the defaults
-    start at 1 because pilots tuned on 0)."""
+    start at 1 because pilots tuned on 0). shared_sft: every replicate starts from one SFT
+    (`replicates.shared_sft`), whose list no added seed joins."""
+    path = chain_path(chain, shared_sft)
     own = list(replicates[chain])
-    pool = [s for c in chain_path(chain)[1:] for s in replicates[c]]
+    pool = [s for c in path[1:] for s in replicates[c]]
     added = [s for s in dict.fromkeys(pool) if s not in own][:more]
     fresh = 1 + max((x for seeds in replicates.values() for x in seeds), default=-1)
     added += range(fresh, fresh + more - len(added))  # above every list: none taken yet
     lists = {}
-    for c in reversed(chain_path(chain)):
+    for c in reversed(path):
         new = [s for s in added if s not in replicates[c]]
         if new:
             lists[seeds_key(c)] = [*replicates[c], *new]
@@ -404,9 +407,10 @@ def grown(replicates: Mapping[str, Sequence[int]], chain: str, more: int
 
 
 def added_cost(replicates: Mapping[str, Sequence[int]], chain: str, added: Sequence[int],
-          minutes: Mapping[str, float]) -> float:
+               minutes: Mapping[str, float], shared_sft: bool = False) -> float:
     """CPU minutes of the added seeds: each chain of its path that lacks a seed trains it."""
-    return sum(minutes[c] for s in added for c in chain_path(chain) if s not in replicates[c])
+    return sum(minutes[c] for s in added for c in chain_path(chain, shared_sft)
+               if s not in replicates[c])
 
 
 def _se_df(res: FlooredTest | CrossedTest) -> tuple[float | None, float | None]:
