@@ -75,7 +75,8 @@ def test_the_generated_tables_are_current():
 
 
 def test_the_cost_command_names_the_stages_and_the_missing_outputs(pipe, capsys, tmp_path):
-    args = argparse.Namespace(overrides=["rloo.lr=5e-5"], file=[], write=False, check=False)
+    args = argparse.Namespace(overrides=["rloo.lr=5e-5"], file=[], write=False, check=False,
+                              whole=False)
     assert cost.run(args, ROOT) == 0
     out = capsys.readouterr().out
     n = len(pipe.by_key("rloo.lr")) + 1  # and the params check, which re-runs on any change
@@ -92,3 +93,37 @@ def test_an_unchanged_value_re_runs_nothing_and_a_bad_key_is_named(params, capsy
         cost.override_keys(["rloo.lrr=1"], params)
     with pytest.raises(SystemExit, match="key=value"):
         cost.override_keys(["rloo.lr"], params)
+
+
+def test_a_whole_run_is_priced_at_the_committed_run_stage_by_stage(pipe, params):
+    """`cost --run`: the params as they are make the committed run's 122 stages, priced at
+    its 165 min 14 s (the untimed stages' share is that run's remainder, rounded to the
+    second); a design with one shared SFT drops the other SFT replicates, prices a new
+    replicate at its group's mean, and adds the sampling `evaluate.n_by_policy` asks for."""
+    total, groups = cost.run_estimate(params, ROOT)
+    assert sum(n for n, _ in groups.values()) == len(pipe.params) == 122
+    assert abs(total - 9914) < 60  # 165 min 14 s
+    own = {s: pipe.seconds({s}, ROOT) for s in pipe.params}
+    assert groups["sft"] == (5, pytest.approx(sum(v for s, v in own.items()
+                                                    if s.startswith("sft@"))))
+    lists = "{seeds: [6], rloo: [6, 11], opd: [11], int: [6], ipo: [6], repair: [6]}"
+    design = cost.with_overrides(params, ["replicates.shared_sft=6", f"replicates={lists}",
+                                          "evaluate.n_by_policy={opd_ac: 64}"])
+    assert design["replicates"]["seeds"] == [6] and design["rloo"] == params["rloo"]
+    total2, groups2 = cost.run_estimate(design, ROOT)
+    assert groups2["sft"] == (1, pytest.approx(own["sft@6"]))
+    rloo = [v for s, v in own.items() if s.startswith("rloo@rloo-")]
+    assert groups2["rloo@rloo"] == (2, pytest.approx(own["rloo@rloo-6"] + sum(rloo) / len(rloo)))
+    for arm, extra in (("opd_ac", 3 * cost.SAMPLE_S), ("opd", 0.0)):  # 48 more: 3 x 16
+        evals = [v for s, v in own.items() if s.startswith(f"evaluate_opd@{arm}-")]
+        assert groups2[f"evaluate_opd@{arm}"] == (1, pytest.approx(
+            sum(evals) / len(evals) + extra))
+    assert total2 < total
+
+
+def test_a_design_the_params_check_refuses_is_not_priced(capsys):
+    args = argparse.Namespace(overrides=["evaluate.n_by_policy={rloo:64}"], file=[],
+                              write=False, check=False, whole=True)
+    assert cost.run(args, ROOT) == 2
+    err = capsys.readouterr().err
+    assert "evaluate.n_by_policy" in err and "rloo:64" in err

@@ -2,6 +2,7 @@
 
     countdown-rlvr cost -S rloo.lr=1e-5              # the stages a params override re-runs
     countdown-rlvr cost --file src/countdown_rlvr/task/generate.py   # ... an edit to a file
+    countdown-rlvr cost --run -S replicates.shared_sft=6 ...   # a whole run of a design
     countdown-rlvr cost --write                      # the generated tables in the docs
     countdown-rlvr cost --check                      # exit 1 when they are stale (a test does)
 
@@ -16,7 +17,16 @@ skips a stage whose inputs came out byte-identical (an RL run of 0 steps, say).
 Minutes are the committed run's stage times: a training stage's own seconds from its
 `reports/timings/` file (in git, so a fresh clone has them), and for a stage without one (an
 evaluation, the data stages) UNTIMED_S, the committed run's wall time less its timed stages'
-seconds, over its untimed stages. Each stage adds DVC's own overhead (OVERHEAD_S).
+seconds, over its untimed stages (DVC's own overhead included); a timed stage adds that
+overhead (OVERHEAD_S) to its own seconds.
+
+`--run` prices a whole `dvc repro` from nothing of the params with the overrides applied (a
+design for the next run: other seeds, one shared SFT, more samples per problem): dvc.yaml made
+from them as `experiment --write` would, expanded by DVC, each stage timed as the committed
+run's stage of the same name, else as the mean of its replicate group there (a new seed's
+RLOO arm as the mean of that run's), and an evaluation that samples a policy more than
+`evaluate.n` times adds SAMPLE_S per extra 16 samples. A stage whose params changed since the
+committed run is timed as it ran then.
 
 The generated tables: docs/running.md (each params key's re-run stages and minutes, keys with
 the same stages in one row) and docs/design.md (each source file's stages), between
@@ -28,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import subprocess
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
@@ -43,11 +55,14 @@ from .stage_map import replicate_group
 
 GATE = "check_params"
 # the committed run (08665ea, an idle 2-core Zen 5): 165 min 14 s for 122 stages, of which 62
-# have a timings file (7,780 s); per stage, DVC's own bookkeeping (benchmarks/
-# bench_stage_overhead.py: ~6 s) and, for the 60 others, what is left: (9,914 - 7,780 -
-# 62 x 6) / 60 = 29 s
+# have a timings file (7,780 s); per timed stage, DVC's own bookkeeping on top (benchmarks/
+# bench_stage_overhead.py: ~6 s), and for each of the 60 others, what is left, its bookkeeping
+# included: (9,914 - 7,780 - 62 x 6) / 60 = 29 s
 OVERHEAD_S = 6.0
 UNTIMED_S = 29.0
+# sampling 16 more completions per prompt of the 400 test problems (docs/statistics.md,
+# "Samples per problem": 12.7 s per test evaluation at 16 samples in the committed run)
+SAMPLE_S = 12.7
 # the stages every policy reads, and SFT: no key of a training section may reach them
 UPSTREAM = ("problems", "base", "traces", "teacher", "teacher_traces", "dedup", "pairs")
 TRAINING_SECTIONS = ("rloo", "opd", "ipo", "int", "distill", "repair")
@@ -112,7 +127,7 @@ class Pipeline:
         for s in stages:
             f = Path(root, self.timing[s]) if self.timing.get(s) else None
             own = json.loads(f.read_text()).get("seconds") if f and f.is_file() else None
-            total += OVERHEAD_S + (own if own is not None else UNTIMED_S)
+            total += OVERHEAD_S + own if own is not None else UNTIMED_S  # UNTIMED_S: all of it
         return total
 
     def missing(self, root: str | Path = ROOT) -> set[str]:
@@ -212,6 +227,63 @@ def override_keys(overrides: list[str], params: dict) -> list[str]:
     return keys
 
 
+def with_overrides(params: dict, overrides: list[str]) -> dict:
+    """`params` with `-S key=value` overrides applied as `dvc exp run -S` applies them (a
+    mapping value merges into the mapping it replaces)."""
+    from ..core.config import merged
+
+    for key in override_keys(overrides, params):
+        value = yaml.safe_load(next(o for o in overrides if o.partition("=")[0] == key)
+                               .partition("=")[2])
+        for part in reversed(key.split(".")):
+            value = {part: value}
+        params = merged(params, value)
+    return params
+
+
+def extra_samples(cmd: str, params: dict) -> float:
+    """Seconds an evaluation stage (its `cmd`: `python stages/evaluate.py <policy> ...`) adds
+    by sampling its policy more than `evaluate.n` times per prompt (`evaluate.n_by_policy`)."""
+    args = shlex.split(cmd)
+    if "stages/evaluate.py" not in args[:2] or len(args) < 3:
+        return 0.0
+    n = at(params, "evaluate.n")
+    more = (at(params, "evaluate.n_by_policy") or {}).get(args[2], n)
+    return SAMPLE_S * max(more - n, 0) / 16 * (at(params, "problems.n_test") or 400) / 400
+
+
+def run_estimate(params: dict, root: str | Path = ROOT) -> tuple[float, dict[str, tuple]]:
+    """(seconds, {replicate group: (stages, seconds)}) of a whole `dvc repro` of `params` from
+    nothing, at the committed run's stage times (`root`'s dvc.yaml and timings, UNTIMED_S)."""
+    import tempfile
+
+    from dvc.repo import Repo
+
+    from .experiment import generate
+
+    committed = Pipeline.load(root)
+    own = {stage: committed.seconds({stage}, root) for stage in committed.params}
+    by_group: dict[str, list[float]] = defaultdict(list)
+    for stage, sec in own.items():
+        by_group[replicate_group(stage)].append(sec)
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        Path(tmp, "dvc.yaml").write_text(generate(params))
+        subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp,
+                       check=True)
+        with Repo(tmp) as repo:
+            cmds = {stage.name: stage.cmd for stage in repo.index.stages}
+    total, groups = 0.0, defaultdict(lambda: [0, 0.0])
+    for stage, cmd in cmds.items():
+        times = by_group.get(replicate_group(stage))
+        sec = own.get(stage) or (sum(times) / len(times) if times else OVERHEAD_S + UNTIMED_S)
+        sec += extra_samples(cmd, params)
+        total += sec
+        g = groups[replicate_group(stage)]
+        g[0], g[1] = g[0] + 1, g[1] + sec
+    return total, {g: tuple(v) for g, v in sorted(groups.items())}
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-S", "--set-param", dest="overrides", action="append", default=[],
                     metavar="KEY=VALUE", help="a params override, as `dvc exp run -S`")
@@ -220,6 +292,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--write", action="store_true",
                     help="write the generated tables into docs/running.md and docs/design.md")
     ap.add_argument("--check", action="store_true", help="exit 1 when those tables are stale")
+    ap.add_argument("--run", dest="whole", action="store_true",
+                    help="the minutes of a whole run of the params with the -S overrides (a "
+                    "design), stage group by stage group")
 
 
 def run(args: argparse.Namespace, root: str | Path = ".") -> int:
@@ -231,6 +306,24 @@ def run(args: argparse.Namespace, root: str | Path = ".") -> int:
         if args.check and stale:
             print(f"stale: {', '.join(map(str, stale))}; run `countdown-rlvr cost --write`")
             return 1
+        return 0
+    if args.whole:
+        params = yaml.safe_load(Path(root, "params.yaml").read_text())
+        design = with_overrides(params, args.overrides)
+        from ..core.errors import StageError
+        from .stage_params import check_all
+        try:
+            check_all(design)  # a design the params check refuses has no run to price
+        except StageError as exc:
+            print(f"cost: {exc.code}", file=sys.stderr)
+            return 2
+        total, groups = run_estimate(design, root)
+        what = " ".join(f"-S {o}" for o in args.overrides) or "the params as they are"
+        print(f"{what}: a whole run, {sum(n for n, _ in groups.values())} stages, "
+              f"~{minutes(total)} min at the committed run's stage times (each new replicate "
+              "as its group's mean there; a stage whose params changed since, as it ran then)")
+        for g, (n, sec) in groups.items():
+            print(f"  {g}" + (f" x{n}" if n > 1 else "") + f"  {sec / 60:.1f} min")
         return 0
     if not (args.overrides or args.file):
         print("cost: give -S KEY=VALUE or --file PATH (see --help)", file=sys.stderr)

@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from countdown_rlvr.analysis import branch_diff
 from countdown_rlvr.cli import cost, stage_map, verify_outputs
@@ -75,7 +77,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `countdown-rlvr cost ... | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 if __name__ == "__main__":
