@@ -211,3 +211,30 @@ def test_queued_experiments_and_a_local_remote(committed_run, tmp_path):
     assert status.strip().startswith("Data and pipelines are up to date"), status
     assert subprocess.run(["git", "status", "--porcelain"], cwd=clone.path, capture_output=True,
                           text=True, check=True).stdout == ""
+
+
+def test_one_sft_for_every_replicate_end_to_end(committed_run, tmp_path):
+    """replicates.shared_sft on the committed run: after `experiment --write`, `dvc repro`
+    trains no SFT, re-trains replicate 1's RLOO arms from SFT 0 (their dep moved) and a new
+    replicate 2 from it; compare pairs every replicate with the one SFT draw, and the report
+    says so."""
+    from countdown_rlvr.cli.experiment import generate
+
+    pipe = copy_of(committed_run, tmp_path / "repo")
+    pipe.set_params({"replicates": {"shared_sft": 0, "seeds": [0], "rloo": [0, 1, 2]}})
+    params = yaml.safe_load((pipe.path / "params.yaml").read_text())
+    (pipe.path / "dvc.yaml").write_text(generate(params))
+    proc = pipe.repro()
+    stages = ran(proc)
+    assert {"rloo@rloo-1", "rloo@rloo-2", "rloo@rloo_shaped-2", "compare", "report"} <= stages
+    assert not {s for s in stages if s.startswith(("sft@", "rloo@rloo-0", "teacher", "dedup"))}
+    for r in (1, 2):
+        rloo = json.loads(pipe.read(f"reports/details/rloo/r{r}.json"))
+        assert rloo["init"] == "data/models/sft/r0"
+    compare = json.loads(pipe.read("reports/details/compare.json"))
+    row = compare["pairs"]["rloo_vs_sft"]["test"]["k1"]
+    assert list(row["per_replicate"]) == ["r0", "r1", "r2"] and row["crossed"]["n"] == 3
+    assert compare["policies"]["sft"]["test"]["pass@1"]["per_replicate"] == {
+        "shared": pytest.approx(compare["replicates"]["r0"]["policies"]["sft"]["test"]["pass@1"]["value"])}
+    report = pipe.read("reports/report.md").decode()
+    assert "one SFT, r0, for every replicate" in " ".join(report.split())
