@@ -372,9 +372,9 @@ def eval_sampler(stage: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 # The claim chains, each trained on its own seed list (`replicates.<chain>`, a subset of
-# `replicates.seeds`, SFT's, unless every chain starts from one shared SFT): sft (SFT and its early checkpoint, their evaluations,
-# diagnose), ipo (ipo, ipo_first), rloo (the RLOO arms), opd (the OPD arms), repair (repair,
-# distill, distill_first) and int.
+# `replicates.seeds`, SFT's, unless every chain starts from one shared SFT): sft (SFT and its
+# early checkpoint, their evaluations, diagnose), ipo (ipo, ipo_first), rloo (the RLOO arms),
+# opd (the OPD arms), repair (repair, distill, distill_first) and int.
 # Why lists per chain: a claim is decided by its chain's replicates, and the cheap chains can
 # afford more of them than the costly ones (docs/statistics.md, "Planning the next run").
 CHAINS = ("sft", "ipo", "rloo", "opd", "repair", "int")
@@ -452,11 +452,6 @@ class Replicates:
         """The SFT replicate that replicate `replicate` of a chain starts from: its own, or the
         shared one (`shared_sft`)."""
         return replicate if self.shared_sft is None else self.shared_sft
-
-    def union(self) -> list[int]:
-        """Every chain's seeds, SFT's first: with a shared SFT, the other chains' seeds need
-        not be among SFT's."""
-        return list(dict.fromkeys(s for chain in CHAINS for s in self.of(chain)))
 
     def of(self, chain: str) -> list[int]:
         """The seeds of `chain` (one of CHAINS)."""
