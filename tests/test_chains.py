@@ -96,6 +96,16 @@ def test_with_one_sft_for_every_replicate_its_one_draw_stands_in_each():
 
     every, chains = _tags(ROOT, rep.chains())
     assert every == ["r5", "r0", "r1", "r2", "r3"] and chains["rloo"] == ["r1", "r2", "r3"]
+    # a split block of SFT's (the dev split an extension claim pairs OPD with): its one draw
+    # stands in every replicate
+    dev = {"pass@1": 0.2, "pass@16": 0.6}
+    runs = {"eval/sft.json": {"r5": {"dev": dev}}, "eval/opd.json": {
+        "r2": {"dev": {"pass@1": 0.3}}}}
+    one = Inputs({}, {}, {}, [], runs=runs, replicates=every, chains=chains, shared_sft=True)
+    assert one.split_of("sft", "dev") == dict.fromkeys(every, dev)
+    assert one.split_of("opd", "dev") == {"r2": {"pass@1": 0.3}}
+    own = Inputs({}, {}, {}, [], runs=runs, replicates=every, chains=chains)
+    assert own.split_of("sft", "dev") == {"r5": dev}
 
 
 def test_a_policys_chain_and_evaluation_follow_from_the_stage_that_trains_it():

@@ -229,6 +229,19 @@ def test_the_early_share_without_records_says_why():
     assert "sft_early" in c.why_not and c.decide() == Decision.NOT_TESTABLE
 
 
+def test_with_one_shared_sft_both_share_rows_are_one_draw():
+    """replicates.shared_sft: the share is the one SFT policy's, so neither row is tested,
+    whatever records there are; they say why."""
+    rng = np.random.default_rng(0)
+    tags = ["r1", "r2", "r3"]
+    diagnose = {t: {"zero_informative": 0.4, "n_problems": 400, "k": 8} for t in tags[:1]}
+    inp = Inputs({}, {}, {}, [], runs={"diagnose.json": diagnose}, replicates=tags,
+                 per_problem={"test": _records(rng, tags)}, shared_sft=True)
+    for row in (claims.zero_informative, claims.zero_informative_early):
+        c = row(inp, load_plan())
+        assert "replicates.shared_sft" in c.why_not and c.decide() == Decision.NOT_TESTABLE
+
+
 # --------------------------------------------------------------------------- S3 at its own size
 
 

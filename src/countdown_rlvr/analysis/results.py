@@ -35,7 +35,7 @@ from ..core.arms import ARMS
 from ..core.config import CHAINS
 from ..data.pairs import SOURCES as IPO_SOURCES  # the pair sources (ipo.sources)
 from ..task.prompts import REPAIR_LABELS
-from .chains import evaluation_stage
+from .chains import SFT_POLICIES, evaluation_stage
 from .compare import NA  # the one "not available" cell of every table
 
 RL_RUNS = tuple(a.name for a in ARMS if a.curves)  # runs with per-step dvclive curves, required
@@ -93,9 +93,13 @@ class Inputs:
     def split_of(self, policy: str, split: str) -> dict[str, dict]:
         """{replicate: its `split` block (pass@1, pass@16, ...)} of a policy's evaluation, for
         the replicates that sampled that split (e.g. `dev`, the development split
-        `evaluate.dev_policies` adds; details written before it have none)."""
+        `evaluate.dev_policies` adds; details written before it have none). With one SFT for
+        every replicate, SFT's one draw stands in each."""
         runs = self.runs.get(f"eval/{policy}.json", {})
-        return {t: m[split] for t, m in runs.items() if isinstance(m.get(split), dict)}
+        out = {t: m[split] for t, m in runs.items() if isinstance(m.get(split), dict)}
+        if self.shared_sft and policy in SFT_POLICIES and len(out) == 1:
+            return dict.fromkeys(self.replicates, next(iter(out.values())))  # one SFT draw
+        return out
 
     def evals(self) -> dict[str, dict]:
         """Eval details of the policies that have them (first replicate), in report order."""

@@ -33,6 +33,11 @@ from .engine import ABOVE, EFFECT, NO_RECORDS, Claim, Part, Plan
 S0_SHARE, S0_PROMPTS = 0.592, 500  # S0's zero-informative share and the prompts it measured
 
 
+# both share rows measure the SFT policy: with one for every replicate, one draw
+ONE_SFT = ("one SFT for every replicate (`replicates.shared_sft`): its share is one draw, "
+           "with no spread between replicates to test")
+
+
 def _share_claim(plan: AnalysisPlan, name: str, lead: str, policy: str, measured: str,
                  tail: str = "") -> Claim:
     """Both share rows' header: the claim (`lead`, then the share of `policy` above the
@@ -73,6 +78,9 @@ def zero_informative(inp: Inputs, plan: AnalysisPlan) -> Claim:
     share = plan.share_threshold
     c = _share_claim(plan, "zero_informative", "S0: most prompts give binary RLVR no signal",
                      "the SFT policy", "the SFT policy", ", K=8")
+    if inp.shared_sft:
+        c.why_not = ONE_SFT
+        return c
     runs = {t: m for t, m in inp.runs.get("diagnose.json", {}).items()
             if m.get("zero_informative") is not None}
     if not runs:
@@ -111,6 +119,9 @@ def zero_informative_early(inp: Inputs, plan: AnalysisPlan) -> Claim:
     share = plan.share_threshold
     c = _share_claim(plan, "zero_informative_early", "S0, at its operating point",
                      "the early SFT checkpoint (`sft_early`)", "the early SFT checkpoint")
+    if inp.shared_sft:
+        c.why_not = ONE_SFT
+        return c
     records = per_problem(inp, "sft_early")
     tags = [t for t in (inp.tags_of("sft") or sorted(records or {})) if t in (records or {})]
     if len(tags) < 2:
