@@ -41,6 +41,7 @@ import json
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,10 +49,13 @@ from pathlib import Path
 import networkx as nx
 import yaml
 
-from ..core.config import at, has
+from ..core.config import at, has, merged
+from ..core.errors import StageError
 from ..core.io import write_text
+from .experiment import generate
 from .imports import ROOT
 from .stage_map import replicate_group
+from .stage_params import check_all
 
 GATE = "check_params"
 # the committed run (08665ea, an idle 2-core Zen 5): 165 min 14 s for 122 stages, of which 62
@@ -230,8 +234,6 @@ def override_keys(overrides: list[str], params: dict) -> list[str]:
 def with_overrides(params: dict, overrides: list[str]) -> dict:
     """`params` with `-S key=value` overrides applied as `dvc exp run -S` applies them (a
     mapping value merges into the mapping it replaces)."""
-    from ..core.config import merged
-
     for key in override_keys(overrides, params):
         value = yaml.safe_load(next(o for o in overrides if o.partition("=")[0] == key)
                                .partition("=")[2])
@@ -255,11 +257,7 @@ def extra_samples(cmd: str, params: dict) -> float:
 def run_estimate(params: dict, root: str | Path = ROOT) -> tuple[float, dict[str, tuple]]:
     """(seconds, {replicate group: (stages, seconds)}) of a whole `dvc repro` of `params` from
     nothing, at the committed run's stage times (`root`'s dvc.yaml and timings, UNTIMED_S)."""
-    import tempfile
-
-    from dvc.repo import Repo
-
-    from .experiment import generate
+    from dvc.repo import Repo  # DVC reads dvc.yaml + params.yaml exactly as `dvc repro`
 
     committed = Pipeline.load(root)
     own = {stage: committed.seconds({stage}, root) for stage in committed.params}
@@ -310,8 +308,6 @@ def run(args: argparse.Namespace, root: str | Path = ".") -> int:
     if args.whole:
         params = yaml.safe_load(Path(root, "params.yaml").read_text())
         design = with_overrides(params, args.overrides)
-        from ..core.errors import StageError
-        from .stage_params import check_all
         try:
             check_all(design)  # a design the params check refuses has no run to price
         except StageError as exc:

@@ -41,7 +41,7 @@ import contextlib
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import yaml
 
@@ -453,9 +453,8 @@ def _sft_input(out: Out, stage: Stage, params: dict | None) -> Out:
     if out.path not in SFT_OF_SEED or stage.chain in ("", "sft") or \
             not params or at(params, "replicates.shared_sft") is None:
         return out
-    return Out(out.path.replace(f"/r{SEED}", f"/r{SHARED_SFT}"), out.note or
-               "replicates.shared_sft: every replicate starts from one SFT", out.cache,
-               out.persist, out.when)
+    return replace(out, path=out.path.replace(f"/r{SEED}", f"/r{SHARED_SFT}"),
+                   note=out.note or "replicates.shared_sft: every replicate starts from one SFT")
 
 
 def deps(stage: Stage, params: dict | None = None) -> list[Out]:
