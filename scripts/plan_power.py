@@ -125,7 +125,10 @@ def route_power(r: Route, n: int, alpha: float, n_problems: int | None) -> float
 
 def claim_power(rs: list[Route], n: int, alpha: float, n_problems: int | None
                 ) -> float | None:
-    """The claim's power with n replicates: the smallest over its routes."""
+    """The claim's power with n replicates: the smallest over its routes (none at one
+    replicate: no test has a spread to scale by)."""
+    if n < 2:
+        return None
     powers = [route_power(r, n, alpha, n_problems) for r in rs]
     return None if not powers or any(x is None for x in powers) else min(powers)
 
@@ -320,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--details", default=io.DETAILS, help="the pilot's reports/details")
+    ap.add_argument("--pilot-params", default="params.yaml", metavar="PATH",
+                    help="the params the pilot ran with (its replicate seeds and policies): "
+                    "once params.yaml plans the next run, the pilot's own, e.g. `git show "
+                    "<its commit>:params.yaml > pilot.yaml`")
     ap.add_argument("--dvclive", default="dvclive", help="the pilot's dvclive curves")
     ap.add_argument("--plan", default=PLAN_FILE)
     ap.add_argument("--n", type=int, nargs="+", default=[2, 3, 4, 5, 6, 8],
@@ -344,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, level, level_k in levels:
         plan = relevel(plan, name, level, level_k)
     params = io.load_params()
+    if args.pilot_params != "params.yaml":
+        # the pilot's replicate seeds and policies; a key newer than its params (shared_sft,
+        # n_by_policy) as it ran: each replicate its own SFT, every policy at n
+        pilot = io.read_params(args.pilot_params)
+        params["replicates"] = {"shared_sft": None, **pilot["replicates"]}
+        params["evaluate"] = {**params["evaluate"], "n_by_policy": {}, **pilot["evaluate"]}
     chains = from_section(Replicates, "plan", params, "replicates").chains()
     inp = load_inputs(args.details, args.dvclive,
                       from_section(Evaluate, "plan", params, "evaluate").all(),
@@ -357,10 +370,13 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--proxy: {target!r} must be a claim of {args.plan} and "
                              f"{source!r} one the pilot evaluated ({', '.join(by)})")
         planned[target] = proxies[target] = proxied(by[source], plan.claims[target], scale)
-    n_seed = sum(1 for cp in plan.claims.values() if cp.family == "seed")
+    family = {f: sum(1 for cp in plan.claims.values() if cp.family == f)
+              for f in {cp.family for cp in plan.claims.values()}}
+    n_seed = family.get("seed", 0)
     n_ext = len(plan.claims) - n_seed
-    print(f"plan: {args.plan}; pilot: {args.details}; alpha {plan.alpha} / {n_seed} seed "
-          f"claims ({n_ext} extensions) / the claim's tests\n")
+    print(f"plan: {args.plan}; pilot: {args.details} ({args.pilot_params}); alpha "
+          f"{plan.alpha} / {n_seed} seed claims ({n_ext} others, in their own families) / the "
+          "claim's tests\n")
     for name, *_ in levels:
         cp = plan.claims[name]
         k = "" if cp.level_k is None else f", level_k {cp.level_k:g}" + (
@@ -373,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | " + " | ".join("---" for _ in args.n) + " |")
     alphas = {}
     for c in evaluated:
-        fam = n_seed if c.family == "seed" else n_ext
+        fam = family.get(c.family, 1)  # Holm within the claim's own family
         alpha = alphas[c.name] = claim_alpha(plan.alpha, fam, c, proxies.get(c.name))
         rs = planned[c.name]
         cells = []

@@ -37,9 +37,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def merge(base: dict, override: dict) -> dict:
-    """Recursive dict merge; an override value of null deletes the key (so that the smoke
-    params can drop e.g. a policy whose model the smoke-sized run cannot produce)."""
-    return merged(base, override, null_deletes=True)
+    """Recursive dict merge; an override value of null is a value (the smoke params' `replicates
+    .shared_sft: null`: each replicate its own SFT)."""
+    return merged(base, override)
 
 
 class Pipeline:

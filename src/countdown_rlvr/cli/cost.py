@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -82,25 +83,27 @@ class Pipeline:
     timing: dict[str, str | None]  # stage -> its reports/timings/ out, if any
     outs: dict[str, list[str]]  # stage -> its outputs
     flow: nx.DiGraph
+    cmds: dict[str, str]  # stage -> its command
 
     @classmethod
     def load(cls, root: str | Path = ROOT) -> Pipeline:
         from dvc.repo import Repo  # DVC reads dvc.yaml + params.yaml exactly as `dvc repro`
 
-        params, files, timing, outs, flow = {}, {}, {}, {}, nx.DiGraph()
+        params, files, timing, outs, cmds, flow = {}, {}, {}, {}, {}, nx.DiGraph()
         with Repo(str(root)) as repo:
             for stage in repo.index.stages:
-                name = stage.addressing
+                name = stage.name
                 flow.add_node(name)
                 params[name] = [k for d in stage.deps if type(d).__name__ == "ParamsDependency"
                                 for k in (d.params or [""])]
                 files[name] = [d.def_path for d in stage.deps
                                if d.def_path.startswith(("src/", "stages/"))]
                 outs[name] = [o.def_path for o in stage.outs]
+                cmds[name] = stage.cmd
                 timing[name] = next((o for o in outs[name]
                                      if o.startswith("reports/timings/")), None)
-            flow.add_edges_from((b.addressing, a.addressing) for a, b in repo.index.graph.edges)
-        return cls(params, files, timing, outs, flow)
+            flow.add_edges_from((b.name, a.name) for a, b in repo.index.graph.edges)
+        return cls(params, files, timing, outs, flow, cmds)
 
     def downstream(self, seeds: set[str]) -> set[str]:
         """The seeds and every stage that reads, directly or not, one of their outputs; the
@@ -126,19 +129,50 @@ class Pipeline:
         return self.downstream({s for s, fs in self.files.items() if path in fs})
 
     def seconds(self, stages: set[str], root: str | Path = ROOT) -> float:
-        """Their wall time at the committed run's stage times."""
-        total = 0.0
-        for s in stages:
-            f = Path(root, self.timing[s]) if self.timing.get(s) else None
-            own = json.loads(f.read_text()).get("seconds") if f and f.is_file() else None
-            total += OVERHEAD_S + own if own is not None else UNTIMED_S  # UNTIMED_S: all of it
-        return total
+        """Their wall time at the committed run's stage times (stage_seconds)."""
+        times = committed_times(root)
+        return sum(stage_seconds(self.timing.get(s), times) for s in stages)
 
     def missing(self, root: str | Path = ROOT) -> set[str]:
         """Stages whose cached outputs (data/) are not in the workspace: a fresh clone's, or
         a workspace that never ran them; `dvc repro` runs them (and what reads them) first."""
         return {s for s, outs in self.outs.items()
                 if any(o.startswith("data/") and not Path(root, o).exists() for o in outs)}
+
+
+def committed_times(root: str | Path = ROOT) -> dict[str, float]:
+    """{timing file: seconds} of the committed run: the `reports/timings/` outs dvc.lock
+    records (git holds the files, so a fresh clone has them). Read from the lock, not from
+    dvc.yaml, so the prices stay the committed run's while params.yaml plans another."""
+    lock = Path(root, "dvc.lock")
+    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {}) if lock.is_file() else {}
+    out = {}
+    for stage in stages.values():
+        for o in stage.get("outs", []):
+            f = Path(root, o["path"])
+            if o["path"].startswith("reports/timings/") and f.is_file():
+                if (sec := json.loads(f.read_text()).get("seconds")) is not None:
+                    out[o["path"]] = float(sec)
+    return out
+
+
+def _timing_group(path: str) -> str:
+    """`reports/timings/rloo_shaped/r6.json` -> `reports/timings/rloo_shaped`: a replicated
+    stage's timings, whatever its stage is called (an arm moved to the first replicate only
+    keeps its timing files' place)."""
+    return re.sub(r"/r\d+\.json$", "", path)
+
+
+def stage_seconds(timing: str | None, times: dict[str, float]) -> float:
+    """A stage's wall time at the committed run's: a stage with a timing file, its seconds
+    there (its replicate group's mean for a seed that run did not train; a stage new since,
+    OVERHEAD_S + UNTIMED_S) plus DVC's OVERHEAD_S; a stage without one, UNTIMED_S."""
+    if timing is None:
+        return UNTIMED_S
+    if timing in times:
+        return OVERHEAD_S + times[timing]
+    peers = [v for p, v in times.items() if _timing_group(p) == _timing_group(timing)]
+    return OVERHEAD_S + (sum(peers) / len(peers) if peers else UNTIMED_S)
 
 
 def group(stages: set[str]) -> dict[str, int]:
@@ -257,25 +291,17 @@ def extra_samples(cmd: str, params: dict) -> float:
 def run_estimate(params: dict, root: str | Path = ROOT) -> tuple[float, dict[str, tuple]]:
     """(seconds, {replicate group: (stages, seconds)}) of a whole `dvc repro` of `params` from
     nothing, at the committed run's stage times (`root`'s dvc.yaml and timings, UNTIMED_S)."""
-    from dvc.repo import Repo  # DVC reads dvc.yaml + params.yaml exactly as `dvc repro`
-
-    committed = Pipeline.load(root)
-    own = {stage: committed.seconds({stage}, root) for stage in committed.params}
-    by_group: dict[str, list[float]] = defaultdict(list)
-    for stage, sec in own.items():
-        by_group[replicate_group(stage)].append(sec)
+    times = committed_times(root)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         Path(tmp, "dvc.yaml").write_text(generate(params))
         subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp,
                        check=True)
-        with Repo(tmp) as repo:
-            cmds = {stage.name: stage.cmd for stage in repo.index.stages}
+        design = Pipeline.load(tmp)
+        cmds = design.cmds
     total, groups = 0.0, defaultdict(lambda: [0, 0.0])
     for stage, cmd in cmds.items():
-        times = by_group.get(replicate_group(stage))
-        sec = own.get(stage) or (sum(times) / len(times) if times else OVERHEAD_S + UNTIMED_S)
-        sec += extra_samples(cmd, params)
+        sec = stage_seconds(design.timing.get(stage), times) + extra_samples(cmd, params)
         total += sec
         g = groups[replicate_group(stage)]
         g[0], g[1] = g[0] + 1, g[1] + sec

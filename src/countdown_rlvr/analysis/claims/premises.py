@@ -22,7 +22,8 @@ def teacher_standing(compare: Mapping | None, premise: TeacherPremise) -> str | 
     """None when the teacher meets the premise on the test split: its pass@K at least
     `pass_at_k_over_init` above OPD's start's (K: the largest both have) and its pass@1 at
     least `pass_at_1_over_sft` times SFT's; else how it falls short (or what is missing)."""
-    ks = [int(key.split("@")[1]) for key in get(compare, "policies", "teacher", "test", default={})]
+    ks = [int(key.split("@")[1]) for key in get(compare, "policies", "teacher", "test", default={})
+          if key.startswith("pass@")]  # beside pass@k: coverage
     ks = [k for k in ks if _pass_at(compare, premise.init, k) is not None]
     t1, s1 = _pass_at(compare, "teacher", 1), _pass_at(compare, "sft", 1)
     if not ks or t1 is None or s1 is None:
