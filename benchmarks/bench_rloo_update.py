@@ -4,7 +4,7 @@ step's longest completion (the baseline), against length-sorted micro-batches, e
 own longest completion (`train.rloo.micro_batches`). Both accumulate the same gradient
 (tests/test_rloo.py); the difference is the padding they compute.
 
-    python benchmarks/bench_rloo_update.py [--model data/models/sft/r6] [--micro-batches 32,64,128]
+    python benchmarks/bench_rloo_update.py [--model data/models/sft/r11] [--micro-batches 32,64,128]
 
 Without --model a randomly initialised tiny student is built (it never emits EOS: every
 rollout runs to max_new_tokens, so there is no length spread and nothing to gain).

@@ -3,7 +3,7 @@ as `sampling.generate` drives it) against the previous one (the loop frozen in
 benchmarks/baseline_decode.py, at the previous batch size and seeding), in one run on the same
 prompts.
 
-Geometry (params.yaml): a trained policy (default data/models/sft/r6; an untrained tiny
+Geometry (params.yaml): a trained policy (default data/models/sft/r11; an untrained tiny
 student if that is missing, whose rows rarely stop before max_new_tokens), test prompts
 (data/problems/test.jsonl, else made ones), `evaluate.n` samples each and the `sampler`
 section (T 0.6, top-p 0.95, top-k 20, 256 new tokens), at the process's thread count (one per
@@ -35,7 +35,7 @@ top-p), `rloo.group_size` samples per prompt in batches of `rloo.gen_batch_size`
 
 "same tokens" then checks greedy decoding (T 0) of each row against HF generate's.
 
-    python benchmarks/bench_sampling.py [--model data/models/sft/r6] [--prompts 128]
+    python benchmarks/bench_sampling.py [--model data/models/sft/r11] [--prompts 128]
         [--repeats 3] [--with-generate] [--with-bf16]
     python benchmarks/bench_sampling.py --vocab 151936 [--prompts 32] [--max-new-tokens 128]
         [--repeats 3]
@@ -174,7 +174,7 @@ def hf_generate(pair, work, sp) -> list[torch.Tensor]:
 
 
 def load(model_arg: str | None):
-    path = Path(model_arg) if model_arg else ROOT / "data/models/sft/r6"
+    path = Path(model_arg) if model_arg else ROOT / "data/models/sft/r11"
     if path.exists():
         return load_model(str(path)), str(path)
     if model_arg:

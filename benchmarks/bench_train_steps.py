@@ -1,7 +1,7 @@
 """Training throughput, today's settings vs the current ones, in one run on one machine:
 tokens/s of an SFT step and of an RLOO update (rollout tokens per second of the update).
 
-    python benchmarks/bench_train_steps.py [--model data/models/sft/r6] [--rounds 3]
+    python benchmarks/bench_train_steps.py [--model data/models/sft/r11] [--rounds 3]
 
   sft step      `train.sft`'s step (forward, completion NLL, backward, clip, AdamW) on
                 length-grouped batches of data/sft/train.jsonl (batch `sft.batch_size`)
@@ -114,7 +114,7 @@ def worker(model_dir: str, keep: float | None, dtype: str, steps: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--model", default=str(ROOT / "data/models/sft/r6"))
+    ap.add_argument("--model", default=str(ROOT / "data/models/sft/r11"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sft-steps", type=int, default=30)
     ap.add_argument("--worker", choices=SETTINGS, help=argparse.SUPPRESS)
@@ -124,7 +124,7 @@ def main() -> None:
         print(json.dumps(worker(args.model, s["keep"], s["dtype"], args.sft_steps)))
         return
     if not Path(args.model).exists():
-        sys.exit(f"no model at {args.model}: run `dvc repro sft@6` first (or pass --model)")
+        sys.exit(f"no model at {args.model}: run `dvc repro sft@11` first (or pass --model)")
     rates: dict[tuple[str, str], list[float]] = {}
     flat = []
     for _ in range(args.rounds):

@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from countdown_rlvr.analysis import claims as claims_mod
@@ -131,6 +132,12 @@ def claim_power(rs: list[Route], n: int, alpha: float, n_problems: int | None
         return None
     powers = [route_power(r, n, alpha, n_problems) for r in rs]
     return None if not powers or any(x is None for x in powers) else min(powers)
+
+
+def family_sizes(plan: Plan) -> dict[str, int]:
+    """{family: its claims}: Holm runs within each family (seed, exploratory, extension), so a
+    claim is planned at alpha / its own family's size."""
+    return dict(Counter(cp.family for cp in plan.claims.values()))
 
 
 def claim_alpha(alpha: float, family: int, claim, proxy_routes: list[Route] | None) -> float:
@@ -370,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--proxy: {target!r} must be a claim of {args.plan} and "
                              f"{source!r} one the pilot evaluated ({', '.join(by)})")
         planned[target] = proxies[target] = proxied(by[source], plan.claims[target], scale)
-    family = {f: sum(1 for cp in plan.claims.values() if cp.family == f)
-              for f in {cp.family for cp in plan.claims.values()}}
+    family = family_sizes(plan)
     n_seed = family.get("seed", 0)
     n_ext = len(plan.claims) - n_seed
     print(f"plan: {args.plan}; pilot: {args.details} ({args.pilot_params}); alpha "

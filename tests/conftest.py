@@ -37,8 +37,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def merge(base: dict, override: dict) -> dict:
-    """Recursive dict merge; an override value of null is a value (the smoke params' `replicates
-    .shared_sft: null`: each replicate its own SFT)."""
+    """Recursive dict merge; an override value of null is a value (`replicates.shared_sft:
+    null`: each replicate its own SFT)."""
     return merged(base, override)
 
 
@@ -77,6 +77,13 @@ def make_pipeline(dest: Path) -> Pipeline:
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     pipe = Pipeline(dest)
     pipe.set_params(yaml.safe_load((ROOT / "params.smoke.yaml").read_text()))
+    # each replicate its own SFT (the smoke file shares one, as the default run): a test that
+    # adds a seed gets another SFT draw; dvc.yaml made anew for that graph
+    pipe.set_params({"replicates": {"shared_sft": None}})
+    from countdown_rlvr.cli.experiment import generate
+
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    (dest / "dvc.yaml").write_text(generate(params))
     pipe.run("git", "init", "-q")
     pipe.run("dvc", "init", "-q")
     pipe.run("git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")

@@ -69,8 +69,9 @@ def test_the_compare_stage_reads_each_policy_on_its_chains_seeds():
     assert all(t == f for r in runs.values() for t, f in r.items())  # each its own file
     runs = {p: list(r) for p, r in runs.items()}
     assert runs["sft"] == ["r0", "r1", "r2", "r3"] and runs["base"] == ["shared"]
-    assert runs["ipo_easyneg"] == ["r1", "r3"] and runs["rloo_shaped"] == ["r2", "r3"]
-    assert runs["rloo_nocurr"] == ["r2"]  # a first-replicate arm: its chain's first seed
+    assert runs["ipo_easyneg"] == ["r1", "r3"] and runs["rloo"] == ["r2", "r3"]
+    # the first-replicate arms (core/arms.py): their chain's first seed
+    assert runs["rloo_nocurr"] == runs["rloo_shaped"] == runs["rloo_early_shaped"] == ["r2"]
     assert runs["opd_ac"] == ["r2"] and runs["distill_R"] == ["r0", "r1"]
     assert runs["sft_early"] == runs["sft"] and runs["rloo_early"] == ["r2", "r3"]
 
@@ -117,14 +118,14 @@ def test_a_policys_chain_and_evaluation_follow_from_the_stage_that_trains_it():
                                           "rloo_early_shaped", "opd", "distill_R", "int",
                                           "teacher")] == [
         "evaluate_sft", "evaluate_sft_early", "evaluate_ipo", "evaluate_rloo_nocurr",
-        "evaluate_rloo_early", "evaluate_opd", "evaluate_distill", "evaluate_int",
+        "evaluate_rloo_early_shaped", "evaluate_opd", "evaluate_distill", "evaluate_int",
         "evaluate_shared"]
     params = {"ipo": {"sources": ["scripted"], "first_replicate_sources": ["base"]},
               "distill": {"conditions": ["R"], "first_replicate_conditions": ["F1"]},
               "evaluate": {"int_policies": ["int"]}}
     assert sampled(params) == {"sft": True, "ipo_base": False, "ipo_scripted": True,
-                               "rloo": True, "rloo_shaped": True, "rloo_nocurr": False,
-                               "rloo_early": True, "rloo_early_shaped": True,
+                               "rloo": True, "rloo_shaped": False, "rloo_nocurr": False,
+                               "rloo_early": True, "rloo_early_shaped": False,
                                "opd": True, "opd_ac": True, "distill_F1": False,
                                "distill_R": True, "int": True}
     # the early checkpoint: sampled on every seed of sft's chain when the sft stage saves it

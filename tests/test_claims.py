@@ -117,18 +117,18 @@ def _plan_with(name: str, **fields):
 
 
 def test_the_plan_declares_a_row_exploratory_and_the_report_says_it_decides_nothing():
-    plan = _plan_with("self_distill", family=EXPLORATORY)
-    assert plan.of("self_distill").family == EXPLORATORY
+    plan = _plan_with("shaped_premise", family=EXPLORATORY)
+    assert plan.of("shaped_premise").family == EXPLORATORY
     found = claims.evaluate(Inputs({}, {}, {}, []), plan)
     by = {c.name: c for c in found}
-    assert by["self_distill"].family == EXPLORATORY and by["feedback"].family == SEED
+    assert by["shaped_premise"].family == EXPLORATORY and by["rloo_sharpens"].family == SEED
     text = "\n".join(findings_section(make_context(Inputs({}, {}, {}, []), {}, "figures",
                                                    "sft", None, found=found, plan=plan)))
     exploratory = text[text.index("Exploratory"):]
     assert "deciding nothing" in exploratory.splitlines()[0]
-    assert claims.SHORT["self_distill"] in exploratory
+    assert claims.SHORT["shaped_premise"] in exploratory
     with pytest.raises(PlanError, match="family"):
-        _plan_with("self_distill", family="pilot")
+        _plan_with("shaped_premise", family="pilot")
 
 
 # --------------------------------------------------------------------------- absolute reading
@@ -246,19 +246,20 @@ def test_with_one_shared_sft_both_share_rows_are_one_draw():
 
 
 def test_s3s_transfer_row_takes_its_delta_from_table_2_and_gets_a_smaller_route():
-    """With S3's held-out pass@8 change (Table 2: 0.159 -> 0.236) at this run's plain-RL level,
-    the interventions row has the rule's delta, S3's scaled effect to plan at and a
-    smaller-than test, as every effect claim has; without it, the effect test only."""
+    """With S3's held-out pass@8 change (Table 2: 0.159 -> 0.236) at the pilot's plain-RL level
+    (plan.yaml), the interventions row has the rule's delta, S3's scaled effect to plan at and
+    a smaller-than test, as every effect claim has; without it, the effect test only."""
     root = Path(load_plan().path).parent
     replicates = yaml.safe_load((root / "params.yaml").read_text())["replicates"]
     inp = load_inputs(root / "reports/details", root / "dvclive", replicates=replicates)
-    level = 0.135  # plain RL's held-out pass@8 in the committed run, r6-r9
-    plan = _plan_with("interventions", seed={"from": 0.159, "to": 0.236}, level=level,
-                      delta=round(0.5 * (0.236 - 0.159) / 0.159 * level, 3))
+    plan = load_plan()
+    cp = plan.of("interventions")
+    assert (cp.seed_from, cp.seed_to, cp.level) == (0.159, 0.236, 0.135)
     with_seed = {c.name: c for c in claims.evaluate(inp, plan)}["interventions"]
-    without = {c.name: c for c in claims.evaluate(inp, load_plan())}["interventions"]
+    no_seed = _plan_with("interventions", seed=None, level=None, delta=None)
+    without = {c.name: c for c in claims.evaluate(inp, no_seed)}["interventions"]
     assert with_seed.delta == pytest.approx(0.033)
-    assert with_seed.seed_scaled == pytest.approx((0.236 - 0.159) / 0.159 * level)
+    assert with_seed.seed_scaled == pytest.approx((0.236 - 0.159) / 0.159 * cp.level)
     assert with_seed.delta_abs == pytest.approx(0.5 * (0.236 - 0.159))
     assert with_seed.smaller is not None and with_seed.smaller_abs is not None
     assert with_seed.effect == pytest.approx(without.effect)

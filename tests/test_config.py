@@ -493,7 +493,8 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      "int.eval_seed must differ from int.seed"),
     # a chain list's seeds are among SFT's (int's and opd's among RLOO's): the message names
     # the fix
-    ("Replicates", "replicates", {"ipo": [6, 11]},
+    ("Replicates", "replicates", {"shared_sft": None, "seeds": [6, 7, 8, 9, 10], "ipo": [6, 11],
+                                  "rloo": [6], "opd": [6], "repair": [6], "int": [6]},
      (r"replicates.ipo has seed 11 not in replicates.seeds; add it to replicates.seeds \(SFT "
      r"trains it first\) or drop it")),
     ("Replicates", "replicates", {"rloo": [1, 2], "opd": [1, 3], "int": [1]},
@@ -502,8 +503,9 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
     ("SFTStage", "sft", {"max_steps": 100, "early_step": 101},
      (r"sft.early_step \(101\) is past sft.max_steps \(100\): the run never reaches it; lower "
       r"it, or set it to null")),
-    ("Replicates", "replicates", {"seeds": [0, 1], "ipo": [0, 1], "rloo": [0, 1],
-                                  "opd": [0, 1], "repair": [0, 1, 2, 3], "int": [0, 1]},
+    ("Replicates", "replicates", {"shared_sft": None, "seeds": [0, 1], "ipo": [0, 1],
+                                  "rloo": [0, 1], "opd": [0, 1], "repair": [0, 1, 2, 3],
+                                  "int": [0, 1]},
      (r"replicates.repair has seeds \[2, 3\] not in replicates.seeds; add them to "
      r"replicates.seeds \(SFT trains it first\) or drop them")),
     ("Replicates", "replicates", {"rloo": [1, 2], "int": [1, 3]},
@@ -511,7 +513,7 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      r"\(`int@<seed>` reads the rloo policy of its seed\) or drop it")),
     # one SFT for every replicate: SFT trains that one seed only
     ("Replicates", "replicates", {"shared_sft": 6},
-     (r"replicates.shared_sft is 6, but replicates.seeds is \[6, 7, 8, 9, 10\]; with one SFT "
+     (r"replicates.shared_sft is 6, but replicates.seeds is \[11\]; with one SFT "
       r"for every replicate set seeds to \[6\] \(sft@6 trains it\), or set shared_sft to null")),
     ("Replicates", "replicates", {"shared_sft": 1, "seeds": [1], "rloo": [2], "opd": [3]},
      (r"replicates.opd has seed 3 not in replicates.rloo")),
@@ -701,7 +703,8 @@ def test_n_by_policy_raises_an_evaluated_policys_samples_and_nothing_else():
 
     params = read_params(ROOT / "params.yaml")
     ev = from_section(Evaluate, "t", params, "evaluate")
-    assert ev.n_by_policy == {} and ev.n_of("opd") == ev.n
+    assert ev.n_by_policy == {"opd": 64, "opd_ac": 64}  # the default run: S4's anti-collapse
+    assert (ev.n_of("opd"), ev.n_of("rloo")) == (64, ev.n)
     for value, why in (({"opd": 64}, None), ({"ghost": 64}, "no evaluate list samples"),
                        ({"opd": 8}, "fewer samples than"), ({"opd": 0}, "integers >= 1"),
                        ([64], "a mapping of policy names")):

@@ -5,6 +5,7 @@ the generated tables in the docs are current."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 import yaml
@@ -44,7 +45,7 @@ def test_an_rloo_variant_leaves_the_teacher_and_s0s_arms(pipe):
     changed S0's arms (the early arms over rloo) are gone; rloo_shaped still follows rloo."""
     stages = pipe.by_key("rloo.lr")
     assert "teacher" not in stages and not {s for s in stages if "rloo_early" in s}
-    assert any(s.startswith("rloo@rloo_shaped") for s in stages)
+    assert any(s.startswith("rloo_shaped@") for s in stages)
     # the early arms set their own steps from the start: lr now reaches the same arms
     assert stages == pipe.by_key("rloo.steps")
 
@@ -95,30 +96,51 @@ def test_an_unchanged_value_re_runs_nothing_and_a_bad_key_is_named(params, capsy
         cost.override_keys(["rloo.lr"], params)
 
 
-def test_a_whole_run_is_priced_at_the_committed_run_stage_by_stage(pipe, params):
-    """`cost --run`: the params as they are make the committed run's 122 stages, priced at
-    its 165 min 14 s (the untimed stages' share is that run's remainder, rounded to the
-    second); a design with one shared SFT drops the other SFT replicates, prices a new
-    replicate at its group's mean, and adds the sampling `evaluate.n_by_policy` asks for."""
+def _timing_out(stage: dict) -> str | None:
+    return next((o["path"] for o in stage.get("outs", [])
+                 if o["path"].startswith("reports/timings/")), None)
+
+
+def test_prices_are_the_committed_runs_timing_files_as_dvc_lock_lists_them():
+    """Every timing file dvc.lock records, at its seconds; the lock's own stages priced (with
+    the extra samples its params ask for) add up to the committed run's wall time (UNTIMED_S
+    is that run's remainder, rounded to the second); a replicate that run did not train is its timing group's mean, an untimed stage
+    UNTIMED_S, a stage with no history OVERHEAD_S + UNTIMED_S."""
+    times = cost.committed_times(ROOT)
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    timed = {t for st in lock.values() if (t := _timing_out(st))
+             and "seconds" in json.loads((ROOT / t).read_text())}  # dedup's: embeddings/s
+    assert set(times) == timed and "reports/timings/sft/r11.json" in times
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())  # the run's: its extra samples
+    whole = sum(cost.stage_seconds(_timing_out(st), times) + cost.extra_samples(st["cmd"], params)
+                for st in lock.values())
+    assert abs(whole - cost.COMMITTED_WALL_S) < 60
+    sft = [v for p, v in times.items() if p.startswith("reports/timings/sft/r")]
+    assert sft and cost.stage_seconds("reports/timings/sft/r999.json", times) == \
+        pytest.approx(cost.OVERHEAD_S + sum(sft) / len(sft))
+    assert cost.stage_seconds(None, times) == cost.UNTIMED_S
+    assert cost.stage_seconds("reports/timings/no_such_arm/r1.json", times) == \
+        cost.OVERHEAD_S + cost.UNTIMED_S
+
+
+def test_a_whole_run_is_priced_stage_by_stage_with_the_samples_it_asks_for(pipe, params):
+    """`cost --run`: the params as they are make dvc.yaml's stages, each at its price; more
+    samples for a policy (`evaluate.n_by_policy`) add SAMPLE_S per 16 per 400 problems of every
+    split it samples: the dev split too for a policy of `evaluate.dev_policies`."""
     total, groups = cost.run_estimate(params, ROOT)
-    assert sum(n for n, _ in groups.values()) == len(pipe.params) == 122
-    assert abs(total - 9914) < 60  # 165 min 14 s
-    own = {s: pipe.seconds({s}, ROOT) for s in pipe.params}
-    assert groups["sft"] == (5, pytest.approx(sum(v for s, v in own.items()
-                                                    if s.startswith("sft@"))))
-    lists = "{seeds: [6], rloo: [6, 11], opd: [11], int: [6], ipo: [6], repair: [6]}"
-    design = cost.with_overrides(params, ["replicates.shared_sft=6", f"replicates={lists}",
-                                          "evaluate.n_by_policy={opd_ac: 64}"])
-    assert design["replicates"]["seeds"] == [6] and design["rloo"] == params["rloo"]
-    total2, groups2 = cost.run_estimate(design, ROOT)
-    assert groups2["sft"] == (1, pytest.approx(own["sft@6"]))
-    rloo = [v for s, v in own.items() if s.startswith("rloo@rloo-")]
-    assert groups2["rloo@rloo"] == (2, pytest.approx(own["rloo@rloo-6"] + sum(rloo) / len(rloo)))
-    for arm, extra in (("opd_ac", 3 * cost.SAMPLE_S), ("opd", 0.0)):  # 48 more: 3 x 16
-        evals = [v for s, v in own.items() if s.startswith(f"evaluate_opd@{arm}-")]
-        assert groups2[f"evaluate_opd@{arm}"] == (1, pytest.approx(
-            sum(evals) / len(evals) + extra))
-    assert total2 < total
+    assert sum(n for n, _ in groups.values()) == len(pipe.params)
+    assert total == pytest.approx(sum(sec for _, sec in groups.values()))
+    n = params["evaluate"]["n"]
+    assert params["evaluate"]["n_by_policy"]["opd_ac"] > n
+    assert "opd" in params["evaluate"]["dev_policies"]
+    assert "opd_ac" not in params["evaluate"]["dev_policies"]
+    for policy, splits in (("opd_ac", 1), ("opd", 2)):  # opd: test and dev, 400 each
+        more = params["evaluate"]["n_by_policy"][policy]
+        fewer = cost.with_overrides(params, [f"evaluate.n_by_policy.{policy}={n + 16}"])
+        total2, groups2 = cost.run_estimate(fewer, ROOT)
+        stages = groups[f"evaluate_opd@{policy}"][0]
+        saved = stages * cost.SAMPLE_S * (more - n - 16) / 16 * splits
+        assert total - total2 == pytest.approx(saved)
 
 
 def test_a_design_the_params_check_refuses_is_not_priced(capsys):

@@ -47,12 +47,15 @@ def test_an_arm_stage_depends_on_the_policy_its_arms_start_from():
     models = {name: sorted(d for d in stage["deps"] if d.startswith("data/models/"))
               for name, stage in doc.items() if name in ("rloo", "rloo_early", "opd",
                                                           "rloo_nocurr")}
-    assert models == {"rloo": ["data/models/sft/r${item.seed}"],
-                      "rloo_early": ["data/models/sft_early/r${item.seed}"],
-                      "rloo_nocurr": ["data/models/sft/r${item.seed}"],
+    # the default run shares one SFT (replicates.shared_sft): every arm reads that seed's
+    assert models == {"rloo": ["data/models/sft/r${replicates.shared_sft}"],
+                      "rloo_early": ["data/models/sft_early/r${replicates.shared_sft}"],
+                      "rloo_nocurr": ["data/models/sft/r${replicates.shared_sft}"],
                       "opd": ["data/models/rloo/r${item.seed}", "data/models/teacher"]}  # sorted
-    assert doc["rloo_early"]["matrix"]["arm"] == ["rloo_early", "rloo_early_shaped"]
-    assert doc["rloo"]["matrix"]["arm"] == ["rloo", "rloo_shaped"]
+    # the shaped arms run on the first replicate only (core/arms.py): stages of their own
+    assert doc["rloo_early"]["matrix"]["arm"] == ["rloo_early"]
+    assert doc["rloo"]["matrix"]["arm"] == ["rloo"]
+    assert doc["rloo_shaped"]["matrix"] == {"seed": ["${replicates.rloo.0}"]}
     assert doc["evaluate_rloo_early"]["matrix"] == doc["rloo_early"]["matrix"]
     assert "data/models/sft_early/r${item.seed}" in doc["sft"]["outs"]
 
@@ -62,7 +65,9 @@ def test_with_one_shared_sft_every_later_chain_reads_that_sft(tmp_path):
     its early checkpoint) reads the shared seed's instead; SFT's own stages keep their seed;
     DVC expands it to the one dir for every replicate, and nothing else in dvc.yaml moves."""
     params = experiment.read_params(ROOT / "params.yaml")
-    assert params["replicates"]["shared_sft"] is None  # the default run: each its own SFT
+    # the default run shares one SFT; `own` is the same design with each chain its own SFT
+    assert params["replicates"]["shared_sft"] == params["replicates"]["seeds"][0]
+    params = {**params, "replicates": {**params["replicates"], "shared_sft": None}}
     shared = {**params, "replicates": {**params["replicates"], "shared_sft": 6, "seeds": [6],
                                        "rloo": [6, 11, 12], "int": [11]}}
     own, one = (yaml.safe_load(experiment.generate(p))["stages"] for p in (params, shared))
@@ -70,11 +75,11 @@ def test_with_one_shared_sft_every_later_chain_reads_that_sft(tmp_path):
     moved = {name: [d for d in stage["deps"] if d not in own[name]["deps"]]
              for name, stage in one.items()
              if "deps" in stage and stage["deps"] != own[name]["deps"]}
-    readers = {"ipo", "ipo_first", "rloo", "rloo_early", "rloo_nocurr", "repair", "distill",
-               "distill_first", "int"}
+    readers = {"ipo", "ipo_first", "rloo", "rloo_early", "rloo_shaped", "rloo_early_shaped",
+               "rloo_nocurr", "repair", "distill", "distill_first", "int"}
     assert set(moved) == readers
     shared_dir = "data/models/{}/r${{replicates.shared_sft}}"
-    assert all(deps == [shared_dir.format("sft_early" if name == "rloo_early" else "sft")]
+    assert all(deps == [shared_dir.format("sft_early" if "early" in name else "sft")]
                for name, deps in moved.items())
     assert all(one[n] == {**own[n], "deps": one[n]["deps"]} for n in moved)
     assert all(one[n] == own[n] for n in one if n not in moved)
@@ -88,7 +93,7 @@ def test_with_one_shared_sft_every_later_chain_reads_that_sft(tmp_path):
 
     with Repo(str(tmp_path)) as repo:
         stages = {s.name: s for s in repo.index.stages}
-        for name in ("rloo@rloo-11", "rloo@rloo_shaped-12", "int@11", "repair@6"):
+        for name in ("rloo@rloo-11", "rloo@rloo-12", "rloo_shaped@6", "int@11", "repair@11"):
             assert "data/models/sft/r6" in {d.def_path for d in stages[name].deps}, name
         assert "sft@11" not in stages and "sft@6" in stages
 
@@ -125,10 +130,13 @@ def test_params_an_arm_matrix_lists_the_arm_and_the_keys_no_arm_overrides():
     params = _params(rloo={"reward": "binary", "lr": 1e-5,
                            "sampler": {"temperature": 1.0, "top_p": 1.0}},
                      rloo_shaped={"reward": "shaped", "sampler": {"temperature": 0.7}})
-    rloo = next(s for s in STAGES if s.name == "rloo")
-    keys = [k for k, _ in param_keys(rloo, params)]
-    assert keys == ["model.dtype", "model.threads", "${item.arm}", "rloo.lr",
+    shaped = next(s for s in STAGES if s.name == "rloo_shaped")  # a stage of its own
+    keys = [k for k, _ in param_keys(shaped, params)]
+    assert keys == ["model.dtype", "model.threads", "rloo_shaped", "rloo.lr",
                     "rloo.sampler.top_p", "model.prompt_style", "problems.n_train"]
+    rloo = next(s for s in STAGES if s.name == "rloo")  # the arm's matrix: its own section
+    assert [k for k, _ in param_keys(rloo, params)] == [
+        "model.dtype", "model.threads", "${item.arm}", "model.prompt_style", "problems.n_train"]
 
 
 def test_params_a_section_read_in_part_lists_its_keys():
@@ -181,7 +189,8 @@ def test_every_replicated_stage_runs_over_its_chains_seeds():
     policy is sampled on exactly the seeds its chain trains it on."""
     by_name = {s.name: s for s in STAGES}
     want = {"sft": "sft", "diagnose": "sft", "ipo": "ipo", "ipo_first": "ipo", "rloo": "rloo",
-            "rloo_early": "rloo", "rloo_nocurr": "rloo", "opd": "opd", "repair": "repair",
+            "rloo_early": "rloo", "rloo_shaped": "rloo", "rloo_early_shaped": "rloo",
+            "rloo_nocurr": "rloo", "opd": "opd", "repair": "repair",
             "distill": "repair", "distill_first": "repair", "int": "int"}
     for name, chain in want.items():
         stage = by_name[name]
@@ -230,7 +239,8 @@ def test_artifacts_and_curves_name_each_chains_first_seed():
     doc = yaml.safe_load(experiment.generate())
     paths = {k: v["path"] for k, v in doc["artifacts"].items()}
     assert paths["sft"] == "data/models/sft/r${replicates.seeds.0}"
-    assert paths["rloo_shaped"] == "data/models/rloo_shaped/r${replicates.rloo.0}"
+    assert paths["rloo_early"] == "data/models/rloo_early/r${replicates.rloo.0}"
+    assert "rloo_shaped" not in paths  # a first-replicate arm (core/arms.py): no registry entry
     assert paths["distill_R"] == "data/models/distill_R/r${replicates.repair.0}"
     assert paths["opd_ac"] == "data/models/opd_ac/r${replicates.opd.0}"
     files = [f for plot in doc["plots"] if isinstance(plot, dict) for spec in plot.values()
@@ -311,8 +321,8 @@ def test_the_training_stages_start_with_the_launcher_and_the_default_is_python()
     from countdown_rlvr.core.errors import StageError
 
     launched = {s.name for s in STAGES if s.launched}
-    assert {"base", "sft", "ipo", "ipo_first", "rloo", "rloo_early", "rloo_nocurr",
-            "opd"} == launched
+    assert {"base", "sft", "ipo", "ipo_first", "rloo", "rloo_early", "rloo_shaped",
+            "rloo_early_shaped", "rloo_nocurr", "opd"} == launched
     doc = yaml.safe_load(experiment.generate())["stages"]
     for name, stage in doc.items():
         cmd = (stage.get("do") or stage)["cmd"]
@@ -352,16 +362,17 @@ def test_the_evaluation_stages_of_dev_policies_depend_on_the_dev_split():
     assert experiment.sampled_policies(by_name["sft"], params) == set()
 
 
-def test_every_evaluation_lists_n_by_policy_once_it_has_an_entry_and_none_by_default():
-    """The default `{}` changes no stage's params; an entry puts the mapping in every
-    evaluation's (so check_params refuses a `-S` that did not make dvc.yaml anew)."""
+def test_every_evaluation_lists_n_by_policy_once_it_has_an_entry_and_none_when_empty():
+    """An empty mapping changes no stage's params; an entry (the default run's: the OPD arms
+    at 64) puts the mapping in every evaluation's (so check_params refuses a `-S` that did not
+    make dvc.yaml anew)."""
     from countdown_rlvr.core.io import read_params
 
     params = read_params(ROOT / "params.yaml")
     evaluations = [s for s in STAGES if (s.script or s.name) == "evaluate"]
-    assert params["evaluate"]["n_by_policy"] == {}
-    assert not any("n_by_policy" in k for s in evaluations for k, _ in param_keys(s, params))
-    params["evaluate"]["n_by_policy"] = {"opd": 64, "opd_ac": 64}
+    assert params["evaluate"]["n_by_policy"] == {"opd": 64, "opd_ac": 64}
     assert all("evaluate.n_by_policy" in [k for k, _ in param_keys(s, params)]
                for s in evaluations)
+    params["evaluate"]["n_by_policy"] = {}
+    assert not any("n_by_policy" in k for s in evaluations for k, _ in param_keys(s, params))
     assert experiment.generate(params) != experiment.generate(read_params(ROOT / "params.yaml"))

@@ -2,6 +2,8 @@
 DVC refuses a key params.yaml does not have, so each file's keys must all be params.yaml's; and
 the policy lists the files copy stay in step with params.yaml's."""
 
+import runpy
+
 import pytest
 import yaml
 from conftest import ROOT
@@ -59,3 +61,14 @@ def test_the_smoke_lists_are_the_secondary_lists_the_smoke_run_can_train():
     for key in LISTS:
         assert smoke["evaluate"][key] == [p for p in secondary["evaluate"][key] if p in trained], key
     assert [p for p in smoke["compare"]["pairs"] if p not in secondary["compare"]["pairs"]] == []
+
+
+@pytest.mark.parametrize("name", ["params.smoke.yaml", "params.qwen.yaml"])
+def test_a_run_of_the_file_needs_no_new_dvc_yaml(name, monkeypatch):
+    """`dvc exp run $(... FILE)` runs the committed dvc.yaml: the params check refuses params
+    that make another graph (it cannot be changed by -S), so these files must make the same
+    stages. A smoke file with `replicates.shared_sft: null` against a default of one shared SFT
+    did not, and the README's smoke run stopped at its first stage."""
+    check_graph = runpy.run_path(str(ROOT / "stages/check_params.py"))["check_graph"]
+    monkeypatch.chdir(ROOT)
+    check_graph(_with(name))  # raises StageError naming `experiment --write` when it differs

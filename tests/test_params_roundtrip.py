@@ -42,9 +42,9 @@ def _code(line: str) -> str:
     # a list: the items that change, nothing around them
     ("problems.n_numbers=[3,4,5]", [], ["  - 5"]),
     ("evaluate.ks=[1,4]", ["  - 8", "  - 16"], []),
-    ("replicates.seeds=[6,7,8]", ["  - 9", "  - 10"], []),
+    ("replicates.int=[11,12]", ["  - 13", "  - 14"], []),
     # a chain's seed list, and a mapping of scalars
-    ("replicates.rloo=[6,7,8,9]", ["  - 10"], []),
+    ("replicates.rloo=[11,12,13,14,15,16,17]", ["  - 18"], []),
     ("report.chain_minutes.int=6.0", ["    int: 5.4"], ["    int: 6.0"]),
     # a null
     ("model.threads=2", ["  threads:"], ["  threads: 2"]),
@@ -55,20 +55,17 @@ def test_dvc_override_changes_only_the_overridden_lines(tmp_path, override, remo
 
 
 def test_the_one_replicate_run_sets_every_chain_in_one_flag(tmp_path):
-    """README's one-replicate run: one `-S` sets every list of the `replicates` section (each
-    chain's list must be a subset of `seeds`; the keys it does not name keep their values),
-    and only the dropped seeds' lines go."""
-    removed, added = _changed_lines(
-        tmp_path, "replicates={seeds:[6],ipo:[6],rloo:[6],opd:[6],repair:[6],int:[6]}")
-    assert added == [] and [_code(x) for x in removed] == (
-        ["  - 7", "  - 8", "  - 9", "  - 10"] + ["  - 7", "  - 8", "  - 9"]
-        + ["  - 7", "  - 8", "  - 9", "  - 10"] + 3 * ["  - 7", "  - 8", "  - 9"])
-    # seeds (five), ipo (four), rloo (five), opd, repair and int (four each)
+    """README's one-replicate run: one `-S` sets every list of the `replicates` section (the
+    keys it does not name keep their values: the one shared SFT), and only the dropped seeds'
+    lines go."""
+    flag = "replicates={seeds:[11],ipo:[11],rloo:[11],opd:[11],repair:[11],int:[11]}"
+    removed, added = _changed_lines(tmp_path, flag)
+    more = [f"  - {s}" for s in range(12, 19)]
+    assert added == [] and [_code(x) for x in removed] == more + more + more[:3]
+    # rloo and opd (eight each), int (four); seeds, ipo and repair are [11] already
     assert yaml.safe_load((tmp_path / "params.yaml").read_text())["replicates"] == \
-        {"shared_sft": None, **{key: [6] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}}
-    readme = (ROOT / "README.md").read_text()
-    assert "dvc exp run -S 'replicates={seeds:[6],ipo:[6],rloo:[6],opd:[6],repair:[6],int:[6]}'" \
-        in readme
+        {"shared_sft": 11, **{key: [11] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}}
+    assert f"dvc exp run -S '{flag}'" in (ROOT / "README.md").read_text()
 
 
 def test_dvc_override_keeps_every_other_value(tmp_path):

@@ -163,7 +163,7 @@ def test_the_compare_stage_writes_the_records(tmp_path, monkeypatch):
     ev = from_section(Evaluate, "compare", params, "evaluate")
     runs = stage["runs_of"](ev, from_section(Replicates, "compare", params, "replicates"))
     for i, (p, tags) in enumerate(runs.items()):
-        for j, t in enumerate(tags):
+        for j, t in enumerate(tags.values()):  # the file each run reads (shared SFT: r11)
             path = tmp_path / f"data/eval/{p}/{t}.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             evaluation(p, -1.0 + 0.1 * i, 0.2 * j, 100 * i + j).query("split == 'test'").to_parquet(

@@ -49,6 +49,16 @@ def test_a_claims_power_is_its_weakest_route_and_needs_every_route():
     assert plan_power.claim_power([], 4, 0.01, None) is None
     # more replicates never lower it
     assert plan_power.claim_power([strong, weak], 8, 0.01, None) >= both
+    # one replicate: no spread between replicates to test with, so no power (not a crash)
+    assert plan_power.claim_power([strong], 1, 0.01, None) is None
+
+
+def test_each_family_is_planned_at_its_own_holm_size():
+    """The seed rows at alpha / 4 (plan.yaml's seed family), the exploratory rows within their
+    own family, the extensions within theirs."""
+    from countdown_rlvr.analysis.plan import load_plan
+    sizes = plan_power.family_sizes(load_plan(ROOT / "plan.yaml"))
+    assert sizes == {"seed": 4, "exploratory": 9, "extension": 3}
 
 
 def test_a_proxy_scales_the_variances_and_takes_the_targets_effects():
@@ -99,7 +109,7 @@ def test_a_relevelled_claim_takes_the_plans_rule_at_its_new_level():
     assert (sharp.delta, sharp.level_k) == (plan.no_change_margin, 0.698)
     for bad, why in [(("shaped", 0.4, 0.6), "takes one level"),
                      (("opd_beats_rloo", 0.4), "takes two levels"),
-                     (("interventions", 0.1), "no seed `from`/`to`"),
+                     (("every_f_beats_f0", 0.1), "no seed `from`/`to`"),
                      (("nobody", 0.1), "not a claim")]:
         with pytest.raises(SystemExit, match=why):
             plan_power.relevel(plan, *bad)
@@ -149,7 +159,9 @@ def test_the_plans_two_stage_rule_is_optional_and_checked():
 
     from countdown_rlvr.analysis.plan import PlanError, TwoStage, parse_plan
     raw = yaml.safe_load((ROOT / "plan.yaml").read_text())
-    assert parse_plan(raw).two_stage == TwoStage(5, 0.8)  # absent: the defaults
+    assert parse_plan(raw).two_stage == TwoStage(5, 0.8)
+    absent = {k: v for k, v in raw.items() if k != "two_stage"}
+    assert parse_plan(absent).two_stage == TwoStage(5, 0.8)  # the defaults
     assert parse_plan({**raw, "two_stage": {"min_df": 8}}).two_stage == TwoStage(8, 0.8)
     for bad in ({"min_df": 0}, {"confidence": 1.0}, {"df": 5}):
         with pytest.raises(PlanError, match="two_stage"):

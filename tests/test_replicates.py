@@ -136,12 +136,13 @@ def stage_names(tmp_path, replicates: dict):
 def evaluation_of(policy: str, seed: int) -> str:
     """The stage that samples `policy` on `seed`: its training stage's twin, same item."""
     from countdown_rlvr.analysis.chains import evaluation_stage
+    from countdown_rlvr.core.arms import ARMS
 
     stage = evaluation_stage(policy)
     item = policy.split("_", 1)[1] if stage in ("evaluate_ipo", "evaluate_distill") else policy
-    return f"{stage}@{seed}" if stage in ("evaluate_sft", "evaluate_sft_early",
-                                          "evaluate_rloo_nocurr") \
-        else f"{stage}@{item}-{seed}"
+    own = {"evaluate_sft", "evaluate_sft_early"} | {
+        f"evaluate_{a.name}" for a in ARMS if a.replicates == "first"}  # a seed-only matrix
+    return f"{stage}@{seed}" if stage in own else f"{stage}@{item}-{seed}"
 
 
 def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_path):
@@ -149,13 +150,15 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     ev = params["evaluate"]
     for r in (0, 1, 2):
-        assert {f"sft@{r}", f"rloo@rloo-{r}", f"rloo@rloo_shaped-{r}", f"opd@opd_ac-{r}",
+        assert {f"sft@{r}", f"rloo@rloo-{r}", f"rloo_early@rloo_early-{r}", f"opd@opd_ac-{r}",
                 f"int@{r}", f"diagnose@{r}", f"repair@{r}", f"distill@R-{r}"} <= names
         assert {evaluation_of(p, r) for p in ev["policies"]} <= names
     assert {evaluation_of(p, 0) for p in ev["first_replicate_only"]} <= names
     assert {n for n in names if n.startswith("rloo_nocurr@")} == {"rloo_nocurr@0"}
-    assert {n for n in names if "rloo_nocurr" in n} == {"rloo_nocurr@0",
-                                                          "evaluate_rloo_nocurr@0"}
+    # the first-replicate arms (core/arms.py): a stage of their own on the first seed
+    for arm in ("rloo_nocurr", "rloo_shaped", "rloo_early_shaped"):
+        assert {n for n in names if n.split("@")[0] in (arm, f"evaluate_{arm}")
+                or f"@{arm}-" in n} == {f"{arm}@0", f"evaluate_{arm}@0"}
     # the arms no seed claim uses are trained for the first seed only, like their evaluations
     assert {n for n in names if n.startswith(("ipo_first@", "distill_first@"))} == {
         *(f"ipo_first@{s}-0" for s in params["ipo"]["first_replicate_sources"]),
@@ -176,27 +179,25 @@ def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_p
 
 def test_a_seed_added_to_one_chain_adds_only_that_chains_stages(tmp_path):
     """rloo on four seeds, the other chains on three: seed 3 gets SFT (its evaluation and
-    diagnose: the union) and the RLOO arms with their evaluations, nothing of ipo, opd, repair
-    or int; and the first-seed arm follows its chain's first seed."""
+    diagnose: the union) and the RLOO arms of every replicate with their evaluations, nothing
+    of ipo, opd, repair or int; and the first-seed arms follow their chain's first seed."""
     base = stage_names(tmp_path, lists([0, 1, 2]))
     (tmp_path / "more").mkdir()
     more = stage_names(tmp_path / "more", lists([0, 1, 2, 3], ipo=[0, 1, 2], opd=[0, 1, 2],
                                                  repair=[0, 1, 2], int=[0, 1, 2],
                                                  rloo=[0, 1, 2, 3]))
     assert more - base == {"sft@3", "evaluate_sft@3", "evaluate_sft_early@3", "diagnose@3",
-                           "rloo@rloo-3", "rloo@rloo_shaped-3", "evaluate_rloo@rloo-3",
-                           "evaluate_rloo@rloo_shaped-3", "rloo_early@rloo_early-3",
-                           "rloo_early@rloo_early_shaped-3", "evaluate_rloo_early@rloo_early-3",
-                           "evaluate_rloo_early@rloo_early_shaped-3"}
+                           "rloo@rloo-3", "evaluate_rloo@rloo-3", "rloo_early@rloo_early-3",
+                           "evaluate_rloo_early@rloo_early-3"}
     assert base <= more
     (tmp_path / "later").mkdir()
     later = stage_names(tmp_path / "later", lists([0, 1, 2, 3], ipo=[3, 1], rloo=[2],
                                                   opd=[2], repair=[1, 2], int=[2]))
     assert {n for n in later if n.startswith(("rloo", "evaluate_rloo"))} == {
-        "rloo@rloo-2", "rloo@rloo_shaped-2", "evaluate_rloo@rloo-2",
-        "evaluate_rloo@rloo_shaped-2", "rloo_nocurr@2", "evaluate_rloo_nocurr@2",
-        "rloo_early@rloo_early-2", "rloo_early@rloo_early_shaped-2",
-        "evaluate_rloo_early@rloo_early-2", "evaluate_rloo_early@rloo_early_shaped-2"}
+        "rloo@rloo-2", "evaluate_rloo@rloo-2", "rloo_nocurr@2", "evaluate_rloo_nocurr@2",
+        "rloo_shaped@2", "evaluate_rloo_shaped@2", "rloo_early_shaped@2",
+        "evaluate_rloo_early_shaped@2", "rloo_early@rloo_early-2",
+        "evaluate_rloo_early@rloo_early-2"}
     assert {n for n in later if n.startswith(("ipo@", "evaluate_ipo@"))} == {
         "ipo@scripted-3", "ipo@easyneg-3", "ipo@scripted-1", "ipo@easyneg-1",
         "evaluate_ipo@scripted-3", "evaluate_ipo@easyneg-3", "evaluate_ipo@scripted-1",
@@ -208,9 +209,9 @@ def test_a_seed_added_to_one_chain_adds_only_that_chains_stages(tmp_path):
 
 @pytest.mark.parametrize("path,stage", [
     ("data/models/sft/r1", "sft"), ("data/models/ipo_scripted/r0", "ipo"),
-    ("data/models/opd_ac/r2", "opd"), ("data/models/rloo_shaped/r0", "rloo"),
+    ("data/models/opd_ac/r2", "opd"), ("data/models/rloo_shaped/r0", "rloo_shaped"),
     ("data/models/rloo_nocurr/r0", "rloo_nocurr"), ("data/models/sft_early/r1", "sft"),
-    ("data/models/rloo_early_shaped/r2", "rloo_early"), ("data/models/distill_F1/r0/config.json",
+    ("data/models/rloo_early_shaped/r2", "rloo_early_shaped"), ("data/models/distill_F1/r0/config.json",
                                                    "distill"),
     ("data/repair/r0/pool.parquet", "repair"), ("data/models/base", "base"),
     ("data/eval/teacher/shared.parquet", "evaluate_shared"), ("elsewhere/model", None),

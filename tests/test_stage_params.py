@@ -140,15 +140,13 @@ def test_an_arms_init_must_be_its_stages_and_a_policy_trained_on_its_seeds():
                             "(no early checkpoint is saved); set sft.early_step, or start the "
                             "arm from another policy" for a in ("rloo_early", "rloo_early_shaped")]
 
-    seeds = io.load_params(ROOT / "params.yaml")["replicates"]["seeds"]  # five, by default
-
-    def opd_beyond_rloo(params):
-        params["replicates"]["rloo"] = seeds[:4]
-        params["replicates"]["int"] = seeds[:2]
-        params["replicates"]["opd"] = [seeds[0], seeds[4]]
+    def opd_beyond_rloo(params):  # the default's one SFT: the chains' seeds need not be SFT's
+        params["replicates"]["rloo"] = [11, 12, 13, 14]
+        params["replicates"]["int"] = [11, 12]
+        params["replicates"]["opd"] = [11, 19]
 
     assert _problems(opd_beyond_rloo) == [(
-        f"replicates.opd has seed {seeds[4]} not in replicates.rloo; add it to replicates.rloo "
+        "replicates.opd has seed 19 not in replicates.rloo; add it to replicates.rloo "
         "(`opd@<seed>` reads the rloo policy of its seed) or drop it (fix the `replicates:` "
         "section of params.yaml)")]
 

@@ -35,7 +35,7 @@ def compare(teacher: tuple[float, float], rloo16: float, sft1: float) -> dict:
     ((0.40, 0.68), 0.628, 0.263, []),  # both bounds met (0.40 >= 1.5 x 0.263 = 0.3945)
     ((0.40, 0.67), 0.628, 0.263, ["pass@16 0.670 is +0.042"]),  # coverage short
     ((0.39, 0.70), 0.628, 0.263, ["pass@1 0.390 is 1.48x"]),  # sharpness short
-    ((0.411, 0.600), 0.628, 0.263, ["pass@16 0.600 is -0.028"]),  # the committed run's
+    ((0.411, 0.600), 0.628, 0.263, ["pass@16 0.600 is -0.028"]),  # 08665ea's teacher
     ((0.30, 0.60), 0.628, 0.263, ["pass@16", "pass@1 0.300"]),  # both
 ])
 def test_the_teacher_standing_names_each_bound_it_misses(teacher, rloo16, sft1, short):
@@ -69,25 +69,40 @@ def test_the_plan_refuses_a_premise_it_cannot_apply():
         _plan(pass_at_1_over_sft="1.5x")
 
 
-def test_on_the_committed_run_the_opd_rows_are_not_tested_and_leave_the_seed_family():
-    """The committed run's teacher (test pass@16 0.600 against RLOO's 0.628) misses the
-    premise: both OPD rows read "not tested (premise)", and the seed family's Holm is over the
-    other rows alone."""
+def test_a_premise_the_teacher_misses_leaves_the_opd_rows_untested_and_out_of_holm():
+    """On the committed run, a bound no teacher meets (pass@16 a whole 1.0 over RLOO's): both
+    OPD rows read "not tested (premise)" with the shortfall, their effects still shown, and
+    each family's Holm is over its other rows alone; bounds every teacher meets change no row
+    against a plan without the premise."""
     replicates = yaml.safe_load((ROOT / "params.yaml").read_text())["replicates"]
     inp = load_inputs(ROOT / "reports/details", ROOT / "dvclive", replicates=replicates)
-    without = {c.name: c for c in claims.evaluate(inp, load_plan())}
-    found = claims.evaluate(inp, _plan())
+    raw = yaml.safe_load(Path(load_plan().path).read_text())
+    raw.pop("premises", None)
+    without = {c.name: c for c in claims.evaluate(inp, parse_plan(raw))}
+    found = claims.evaluate(inp, _plan(pass_at_k_over_init=1.0))
     by = {c.name: c for c in found}
     for name in OPD_ROWS:
         assert without[name].decision != Decision.NOT_TESTED_PREMISE
         assert by[name].decision == Decision.NOT_TESTED_PREMISE and not by[name].tested
-        assert "pass@16 0.600 is -0.028 over rloo's 0.628" in by[name].premise_failed
-        words = decision_words(by[name])
-        assert words.startswith("not tested (premise") and "0.600" in words
+        assert "over rloo's" in by[name].premise_failed
+        assert "below the plan's +1" in by[name].premise_failed
+        assert decision_words(by[name]).startswith("not tested (premise")
         assert by[name].effect == pytest.approx(without[name].effect)  # still shown
-    seed = claims.family(found, claims.SEED)
-    assert {c.name for c, _ in seed}.isdisjoint(OPD_ROWS)
-    assert [c.adjusted for c, _ in seed] == pytest.approx(holm([p for _, p in seed]))
-    # a teacher that meets it (bounds the committed one passes) changes no row
-    met = {c.name: c for c in claims.evaluate(inp, _plan(pass_at_k_over_init=-0.05))}
+    for family in (claims.SEED, claims.EXPLORATORY):
+        members = claims.family(found, family)
+        assert {c.name for c, _ in members}.isdisjoint(OPD_ROWS)
+        assert [c.adjusted for c, _ in members] == pytest.approx(holm([p for _, p in members]))
+    met = {c.name: c for c in claims.evaluate(inp, _plan(pass_at_k_over_init=-1.0,
+                                                          pass_at_1_over_sft=0.0))}
     assert {n: c.decision for n, c in met.items()} == {n: c.decision for n, c in without.items()}
+
+
+def test_the_standing_reads_pass_at_k_beside_the_other_pooled_numbers():
+    """compare.json's pooled block holds coverage beside pass@k (and may hold more): the
+    premise reads the pass@k keys only (a key without "@" crashed the report once)."""
+    c = compare((0.40, 0.68), 0.628, 0.263)
+    c["policies"]["teacher"]["test"]["coverage"] = {"mean": 1.4}
+    assert teacher_standing(c, PREMISE) is None
+    short = compare((0.40, 0.60), 0.628, 0.263)
+    short["policies"]["teacher"]["test"]["coverage"] = {"mean": 1.4}
+    assert "pass@16 0.600" in teacher_standing(short, PREMISE)

@@ -23,10 +23,12 @@ overhead (OVERHEAD_S) to its own seconds.
 `--run` prices a whole `dvc repro` from nothing of the params with the overrides applied (a
 design for the next run: other seeds, one shared SFT, more samples per problem): dvc.yaml made
 from them as `experiment --write` would, expanded by DVC, each stage timed as the committed
-run's stage of the same name, else as the mean of its replicate group there (a new seed's
-RLOO arm as the mean of that run's), and an evaluation that samples a policy more than
-`evaluate.n` times adds SAMPLE_S per extra 16 samples. A stage whose params changed since the
-committed run is timed as it ran then.
+run's stage that wrote the same timing file (dvc.lock's outs), else as the mean of that
+file's replicate group there (a new seed's RLOO arm as the mean of that run's; an arm moved to
+the first replicate keeps its files' place), and an evaluation that samples a policy more than
+`evaluate.n` times adds SAMPLE_S per extra 16 samples per 400 problems of each split it
+samples (the development split too, for a policy of `evaluate.dev_policies`). A stage whose
+params changed since the committed run is timed as it ran then.
 
 The generated tables: docs/running.md (each params key's re-run stages and minutes, keys with
 the same stages in one row) and docs/design.md (each source file's stages), between
@@ -59,15 +61,19 @@ from .stage_map import replicate_group
 from .stage_params import check_all
 
 GATE = "check_params"
-# the committed run (08665ea, an idle 2-core Zen 5): 165 min 14 s for 122 stages, of which 62
-# have a timings file (7,780 s); per timed stage, DVC's own bookkeeping on top (benchmarks/
-# bench_stage_overhead.py: ~6 s), and for each of the 60 others, what is left, its bookkeeping
-# included: (9,914 - 7,780 - 62 x 6) / 60 = 29 s
+# the committed run (the S3/S4 regeneration, an idle 2-core Zen 4): 182 min 04 s for 97
+# stages (two invocations: docs/committed-run.md), of which 48 have a timings file (8,207 s;
+# int@11 and int@12's include ~7 min of a test run sharing the cores); per timed stage, DVC's
+# own bookkeeping on top (benchmarks/bench_stage_overhead.py: ~6 s), the extra samples of the
+# OPD arms' evaluations (72 x SAMPLE_S), and for each of the 49 others, what is left, its
+# bookkeeping included: (10,924 - 8,207 - 48 x 6 - 72 x 11) / 49 = 33 s
+COMMITTED_WALL_S = 10924
 OVERHEAD_S = 6.0
-UNTIMED_S = 29.0
-# sampling 16 more completions per prompt of the 400 test problems (docs/statistics.md,
-# "Samples per problem": 12.7 s per test evaluation at 16 samples in the committed run)
-SAMPLE_S = 12.7
+UNTIMED_S = 33.0
+# sampling 16 more completions per prompt of 400 problems, measured in that run: opd_ac's test
+# evaluation at 64 samples took 55 s against binary RLOO's 21 s at 16 (3 units: 11.4 s each),
+# plain OPD's test and dev 105 s against SFT's 43 s (6 units: 10.3 s each)
+SAMPLE_S = 11.0
 # the stages every policy reads, and SFT: no key of a training section may reach them
 UPSTREAM = ("problems", "base", "traces", "teacher", "teacher_traces", "dedup", "pairs")
 TRAINING_SECTIONS = ("rloo", "opd", "ipo", "int", "distill", "repair")
@@ -176,7 +182,7 @@ def stage_seconds(timing: str | None, times: dict[str, float]) -> float:
 
 
 def group(stages: set[str]) -> dict[str, int]:
-    """`rloo@rloo-6`, `rloo@rloo-7` -> {`rloo@rloo`: 2}: replicates counted, not listed."""
+    """`rloo@rloo-11`, `rloo@rloo-12` -> {`rloo@rloo`: 2}: replicates counted, not listed."""
     out: dict[str, int] = defaultdict(int)
     for s in stages:
         out[replicate_group(s)] += 1
@@ -285,12 +291,17 @@ def extra_samples(cmd: str, params: dict) -> float:
         return 0.0
     n = at(params, "evaluate.n")
     more = (at(params, "evaluate.n_by_policy") or {}).get(args[2], n)
-    return SAMPLE_S * max(more - n, 0) / 16 * (at(params, "problems.n_test") or 400) / 400
+    # every split it samples: evaluate.splits, and dev for a policy of evaluate.dev_policies
+    splits = [*at(params, "evaluate.splits"),
+              *(["dev"] if args[2] in (at(params, "evaluate.dev_policies") or []) else [])]
+    problems = sum(at(params, f"problems.n_{split}") or 0 for split in splits)
+    return SAMPLE_S * max(more - n, 0) / 16 * problems / 400
 
 
 def run_estimate(params: dict, root: str | Path = ROOT) -> tuple[float, dict[str, tuple]]:
     """(seconds, {replicate group: (stages, seconds)}) of a whole `dvc repro` of `params` from
-    nothing, at the committed run's stage times (`root`'s dvc.yaml and timings, UNTIMED_S)."""
+    nothing, at the committed run's stage times (`root`'s dvc.lock and its timing files:
+    stage_seconds), with the samples `evaluate.n_by_policy` adds."""
     times = committed_times(root)
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

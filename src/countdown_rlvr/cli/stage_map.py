@@ -1,9 +1,9 @@
 """A map of the stage graph that fits a screen: `countdown-rlvr dag`, and docs/dag.md.
 
-`dvc dag` draws every replicate's stage (75 boxes by default, 3,000+ columns); `--collapse-foreach-matrix`
+`dvc dag` draws every replicate's stage (97 boxes by default, thousands of columns); `--collapse-foreach-matrix`
 merges each foreach into one box, which puts every evaluation in one node and turns the
 evaluate -> diagnose -> repair -> distill -> evaluate chain into a loop. This map merges only
-the replicates (`sft@6`, `sft@7`, ... -> `sft`; `evaluate_rloo@rloo-6` -> `evaluate_rloo@rloo`),
+the replicates (`rloo@rloo-11`, `rloo@rloo-12`, ... -> `rloo@rloo`; `evaluate_opd@opd-11` -> `evaluate_opd@opd`),
 so it stays a graph with no loop, and keeps only the edges no longer path implies (networkx's
 transitive reduction): what each stage waits for, not every file it reads.
 
@@ -31,7 +31,7 @@ GATE = "check_params"
 
 
 def replicate_group(stage: str) -> str:
-    """`sft@6` -> `sft`, `ipo@easyneg-7` -> `ipo@easyneg`, `problems` -> `problems`."""
+    """`sft@11` -> `sft`, `opd@opd_ac-12` -> `opd@opd_ac`, `problems` -> `problems`."""
     return re.sub(r"@\d+$|-\d+$", "", stage)
 
 
