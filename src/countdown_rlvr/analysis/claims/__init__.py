@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...core.arms import ARMS
 from .. import checks
 from ..chains import chain_of
 from ..plan import Plan as AnalysisPlan
@@ -111,10 +112,14 @@ CLAIMS: tuple[Callable[[Inputs, AnalysisPlan], Claim], ...] = (
 
 
 def check_arms(c: Claim, inp: Inputs) -> None:
-    """Each arm checked in every replicate of its own chain (its seeds, not the union's)."""
+    """Each arm checked in every replicate of its own chain (its seeds, not the union's); an
+    arm of the first replicate only (core/arms.py) in its chain's first seed, the one it ran."""
+    first_only = {a.name for a in ARMS if a.replicates == "first"}
+
     def tags(arm: str) -> list[str]:
         runs = inp.runs.get(checks.CHECKS[arm].file, {})
-        return inp.tags_of(chain_of(arm) or "sft") or sorted(runs)
+        seeds = inp.tags_of(chain_of(arm) or "sft") or sorted(runs)
+        return seeds[:1] if arm in first_only else seeds
 
     c.arm_checks = [checks.check(arm, inp.runs.get(checks.CHECKS[arm].file, {}), tags(arm))
                     for arm in c.arms]
