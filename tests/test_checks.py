@@ -86,10 +86,10 @@ def test_interventions_check_is_s3s_lift_and_reward_where_plain_rl_has_none():
 
 
 def test_the_committed_interventions_pass_s3s_check():
-    """The committed run (replicates r6-r9): patch lift 2.1-4.6x over SFT on RL's problems, RL
-    from the patch starting at 0.117-0.151 against plain RL's 0.010-0.018, 226-298 held out.
-    Under the former 50% share rule all four failed; the claim is tested."""
-    tags = ["r6", "r7", "r8", "r9"]
+    """The committed run (replicates r11-r14; the previous one's r6-r9 passed too): the patch
+    solves 0.29-0.49 of RL's problems, 217-231 held out. Under the former 50% share rule all
+    four failed; the claim is tested."""
+    tags = ["r11", "r12", "r13", "r14"]
     runs = {t: json.loads((ROOT / f"reports/details/int/{t}.json").read_text()) for t in tags}
     result = check("int", runs, tags)
     assert result.per_replicate == dict.fromkeys(tags, PASS)

@@ -11,7 +11,7 @@ from countdown_rlvr.train.rloo import DIAGNOSTICS
 pytestmark = pytest.mark.slow
 
 RL_STAGES = ("rloo", "rloo_early", "opd", "opd_ac")
-STAGE_OF = {"rloo": "rloo@rloo-0", "rloo_shaped": "rloo@rloo_shaped-0", "opd": "opd@opd-0",
+STAGE_OF = {"rloo": "rloo@rloo-0", "rloo_shaped": "rloo_shaped@0", "opd": "opd@opd-0",
             "opd_ac": "opd@opd_ac-0", "rloo_early": "rloo_early@rloo_early-0"}
 
 
@@ -86,8 +86,8 @@ def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
     """`rloo_shaped` = `rloo:` with `rloo_shaped:`'s keys over it; both write the zero-std
     counts a two-proportion test needs; `-S rloo.reward=shaped` changes rloo itself and re-runs
     nothing else (rloo_shaped sets its own reward)."""
-    first = pipeline.repro("rloo")
-    assert {"rloo@rloo-0", "rloo@rloo_shaped-0"} <= ran(first)
+    first = pipeline.repro("rloo", "rloo_shaped")  # a first-seed arm: a stage of its own
+    assert {"rloo@rloo-0", "rloo_shaped@0"} <= ran(first)
     binary, shaped = metrics(pipeline, "rloo"), metrics(pipeline, "rloo_shaped")
     assert (binary["reward"], shaped["reward"]) == ("binary", "shaped")
     assert set(binary) == set(shaped)
@@ -102,7 +102,7 @@ def test_the_shaped_arm_differs_from_rloo_in_the_reward_only(pipeline):
     assert rows[0] == ["step", "tier"] and [float(r[1]) for r in rows[1:]] == [0.0, 0.0]
     commit(pipeline, "two arms")
 
-    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo")
+    exp = pipeline.run("dvc", "exp", "run", "-S", "rloo.reward=shaped", "rloo", "rloo_shaped")
     # rloo_shaped sets its own reward: its resolved config is unchanged, so it does not re-run
     assert ran(exp) == {"check_params", "rloo@rloo-0"}
     assert metrics(pipeline, "rloo")["reward"] == metrics(pipeline, "rloo_shaped")["reward"] == "shaped"

@@ -124,6 +124,7 @@ def test_the_sft_stage_also_saves_its_policy_at_early_step(tiny_dir, tmp_path):
     root = Path(__file__).resolve().parents[1]
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["sft"].update(CFG, max_steps=4, early_step=2)
+    seed = params["replicates"]["seeds"][0]  # a seed the params check accepts
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     shutil.copytree(tiny_dir, tmp_path / "data/models/base")
     for split in ("train", "val"):
@@ -132,16 +133,16 @@ def test_the_sft_stage_also_saves_its_policy_at_early_step(tiny_dir, tmp_path):
             json.dumps({"prompt": p, "completion": c}) + "\n" for p, c in TOY))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"),
                                                          os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(root / "stages/sft.py"), "6"], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, str(root / "stages/sft.py"), str(seed)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    early, _ = load_model(str(tmp_path / "data/models/sft_early/r6"))
-    final, _ = load_model(str(tmp_path / "data/models/sft/r6"))
+    early, _ = load_model(str(tmp_path / f"data/models/sft_early/r{seed}"))
+    final, _ = load_model(str(tmp_path / f"data/models/sft/r{seed}"))
     base, _ = load_model(str(tiny_dir))
     weights = [m.state_dict() for m in (early, final, base)]
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # not final
     assert any(not torch.equal(weights[0][k], weights[2][k]) for k in weights[0])  # trained
-    details = json.loads((tmp_path / "reports/details/sft/r6.json").read_text())
+    details = json.loads((tmp_path / f"reports/details/sft/r{seed}.json").read_text())
     assert details["early_step"] == 2 and details["steps"] == 4
 
 

@@ -70,9 +70,9 @@ GATE = "check_params"
 COMMITTED_WALL_S = 10924
 OVERHEAD_S = 6.0
 UNTIMED_S = 33.0
-# sampling 16 more completions per prompt of 400 problems, measured in that run: opd_ac's test
-# evaluation at 64 samples took 55 s against binary RLOO's 21 s at 16 (3 units: 11.4 s each),
-# plain OPD's test and dev 105 s against SFT's 43 s (6 units: 10.3 s each)
+# sampling 16 more completions per prompt of 400 problems, measured in that run: anti-collapse
+# OPD's test evaluation at 64 samples took 55 s against binary RLOO's 21 s at 16 (3 units: 11.4 s
+# each), plain OPD's test and dev 105 s against SFT's 43 s (6 units: 10.3 s each)
 SAMPLE_S = 11.0
 # the stages every policy reads, and SFT: no key of a training section may reach them
 UPSTREAM = ("problems", "base", "traces", "teacher", "teacher_traces", "dedup", "pairs")
@@ -163,8 +163,8 @@ def committed_times(root: str | Path = ROOT) -> dict[str, float]:
 
 
 def _timing_group(path: str) -> str:
-    """`reports/timings/rloo_shaped/r6.json` -> `reports/timings/rloo_shaped`: a replicated
-    stage's timings, whatever its stage is called (an arm moved to the first replicate only
+    """`reports/timings/rloo/r11.json` -> `reports/timings/rloo`: a replicated stage's
+    timings, whatever its stage is called (an arm moved to the first replicate only
     keeps its timing files' place)."""
     return re.sub(r"/r\d+\.json$", "", path)
 

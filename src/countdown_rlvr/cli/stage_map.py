@@ -31,7 +31,7 @@ GATE = "check_params"
 
 
 def replicate_group(stage: str) -> str:
-    """`sft@11` -> `sft`, `opd@opd_ac-12` -> `opd@opd_ac`, `problems` -> `problems`."""
+    """`sft@11` -> `sft`, `opd@opd-12` -> `opd@opd`, `problems` -> `problems`."""
     return re.sub(r"@\d+$|-\d+$", "", stage)
 
 
