@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from countdown_rlvr.cli.experiment import generate
 from countdown_rlvr.core.config import merged
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,6 +63,12 @@ class Pipeline:
         p = self.path / "params.yaml"
         p.write_text(yaml.safe_dump(merge(yaml.safe_load(p.read_text()), override), sort_keys=False))
 
+    def write_dvc_yaml(self) -> None:
+        """dvc.yaml made anew from the copy's params.yaml (`experiment --write`), for params
+        that change the graph (`replicates.shared_sft`)."""
+        params = yaml.safe_load((self.path / "params.yaml").read_text())
+        (self.path / "dvc.yaml").write_text(generate(params))
+
     def read(self, rel: str) -> bytes:
         return (self.path / rel).read_bytes()
 
@@ -80,10 +87,7 @@ def make_pipeline(dest: Path) -> Pipeline:
     # each replicate its own SFT (the smoke file shares one, as the default run): a test that
     # adds a seed gets another SFT draw; dvc.yaml made anew for that graph
     pipe.set_params({"replicates": {"shared_sft": None}})
-    from countdown_rlvr.cli.experiment import generate
-
-    params = yaml.safe_load((dest / "params.yaml").read_text())
-    (dest / "dvc.yaml").write_text(generate(params))
+    pipe.write_dvc_yaml()
     pipe.run("git", "init", "-q")
     pipe.run("dvc", "init", "-q")
     pipe.run("git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")

@@ -218,12 +218,9 @@ def test_one_sft_for_every_replicate_end_to_end(committed_run, tmp_path):
     trains no SFT, re-trains replicate 1's RLOO arms from SFT 0 (their dep moved) and a new
     replicate 2 from it; compare pairs every replicate with the one SFT draw, and the report
     says so."""
-    from countdown_rlvr.cli.experiment import generate
-
     pipe = copy_of(committed_run, tmp_path / "repo")
     pipe.set_params({"replicates": {"shared_sft": 0, "seeds": [0], "rloo": [0, 1, 2]}})
-    params = yaml.safe_load((pipe.path / "params.yaml").read_text())
-    (pipe.path / "dvc.yaml").write_text(generate(params))
+    pipe.write_dvc_yaml()
     proc = pipe.repro()
     stages = ran(proc)
     assert {"rloo@rloo-1", "rloo@rloo-2", "compare", "report"} <= stages

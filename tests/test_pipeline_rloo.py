@@ -139,17 +139,12 @@ def test_with_one_shared_sft_a_new_replicate_trains_no_sft_of_its_own(pipeline):
     """replicates.shared_sft: seed 1 added to RLOO's list alone trains rloo@rloo-1 from SFT
     replicate 0 (no sft@1), another draw of the same config; params that change the graph
     are refused until dvc.yaml is made anew."""
-    import yaml
-
-    from countdown_rlvr.cli.experiment import generate
-
     pipeline.repro("rloo@rloo-0")
     commit(pipeline, "one replicate")
     pipeline.set_params({"replicates": {"shared_sft": 0, "rloo": [0, 1]}})
     stale = pipeline.repro("rloo@rloo-1", check=False)
     assert stale.returncode != 0 and "countdown_rlvr.cli.experiment --write" in stale.stderr
-    params = yaml.safe_load((pipeline.path / "params.yaml").read_text())
-    (pipeline.path / "dvc.yaml").write_text(generate(params))
+    pipeline.write_dvc_yaml()
     proc = pipeline.repro("rloo@rloo-1")
     assert ran(proc) == {"check_params", "rloo@rloo-1"}  # SFT 0 and replicate 0 reused
     assert not (pipeline.path / "data/models/sft/r1").exists()
