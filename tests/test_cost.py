@@ -104,8 +104,9 @@ def _timing_out(stage: dict) -> str | None:
 def test_prices_are_the_committed_runs_timing_files_as_dvc_lock_lists_them():
     """Every timing file dvc.lock records, at its seconds; the lock's own stages priced (with
     the extra samples its params ask for) add up to the committed run's wall time (UNTIMED_S
-    is that run's remainder, rounded to the second); a replicate that run did not train is its timing group's mean, an untimed stage
-    UNTIMED_S, a stage with no history OVERHEAD_S + UNTIMED_S."""
+    is that run's remainder, rounded to the second); a replicate that run did not train is
+    its timing group's mean, an untimed stage UNTIMED_S, a stage with no history OVERHEAD_S +
+    UNTIMED_S."""
     times = cost.committed_times(ROOT)
     lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
     timed = {t for st in lock.values() if (t := _timing_out(st))

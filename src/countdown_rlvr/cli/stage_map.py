@@ -1,11 +1,12 @@
 """A map of the stage graph that fits a screen: `countdown-rlvr dag`, and docs/dag.md.
 
-`dvc dag` draws every replicate's stage (97 boxes by default, thousands of columns); `--collapse-foreach-matrix`
-merges each foreach into one box, which puts every evaluation in one node and turns the
-evaluate -> diagnose -> repair -> distill -> evaluate chain into a loop. This map merges only
-the replicates (`rloo@rloo-11`, `rloo@rloo-12`, ... -> `rloo@rloo`; `evaluate_opd@opd-11` -> `evaluate_opd@opd`),
-so it stays a graph with no loop, and keeps only the edges no longer path implies (networkx's
-transitive reduction): what each stage waits for, not every file it reads.
+`dvc dag` draws every replicate's stage (97 boxes by default, thousands of columns);
+`--collapse-foreach-matrix` merges each foreach into one box, which puts every evaluation in
+one node and turns the evaluate -> diagnose -> repair -> distill -> evaluate chain into a loop.
+This map merges only the replicates (`rloo@rloo-11`, `rloo@rloo-12`, ... -> `rloo@rloo`;
+`evaluate_opd@opd-11` -> `evaluate_opd@opd`), so it stays a graph with no loop, and keeps only
+the edges no longer path implies (networkx's transitive reduction): what each stage waits for,
+not every file it reads.
 
     countdown-rlvr dag            # print the map as text: one line per stage, what it waits for
     countdown-rlvr dag --mermaid  # print docs/dag.md's markdown (a mermaid chart and a table)
