@@ -41,6 +41,18 @@ detectable effect (MDE) at the plan's power.
 
     python scripts/plan_power.py --design 4x1@16 4x2@64 8x1@64
 
+S3's row the same way (`--int-pilot`, `--int-design R@n`): a replicate's held-out pass@K
+difference has a draws', a problems' and a samples' variance (stats.design.nested_samples),
+read from per-problem correct counts of the two arms at many samples
+(scripts/pilots/int_samples.py; where the pilot's replicates shared problems, int.pool
+shared, their covariance is added back to the draws'). Planned for a run whose replicates
+each sample their own problems (int.pool own): R replicates at n samples per held-out problem
+(int.claim_samples; n = K: one "any correct" per problem, as phase 6).
+`--family CLAIM=FAMILY` plans a claim in another Holm family (the next plan's).
+
+    python scripts/plan_power.py --int-pilot int_samples.json --int-design 4@8 4@64 8@64 \
+        --family interventions=seed
+
 The pilot's replicates are not the run's: run this on a run whose replicate seeds the next
 run does not use, on problems the next run's decisions are not made on (docs/statistics.md,
 "Planning the next run").
@@ -49,6 +61,7 @@ run does not use, on problems the next run's decisions are not made on (docs/sta
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from collections import Counter
@@ -68,6 +81,7 @@ from countdown_rlvr.stats.design import (
     conservative_components,
     crossed_mde,
     nested_components,
+    nested_samples,
     sampling_var,
 )
 from countdown_rlvr.task.prompts import REPAIR_LABELS
@@ -326,6 +340,74 @@ def design_table(evaluated: list, planned: dict, inp, plan: Plan, designs: list[
     return lines
 
 
+# --------------------------------------------------------------------------- --int-design
+INT_CLAIM = "interventions"
+
+
+def parse_int_design(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)@(\d+)", text)
+    if not m or int(m[1]) < 2 or int(m[2]) < 1:
+        raise SystemExit(f"--int-design {text!r}: write REPLICATES@SAMPLES with replicates "
+                         ">= 2, e.g. 8@64")
+    return int(m[1]), int(m[2])
+
+
+def read_int_pilot(path: str):
+    """stats.design.NestedSamples of the S3 claim's two arms from the pilot's counts file."""
+    try:
+        pilot = json.loads(open(path).read())
+        reps = pilot["replicates"]
+        counts = {r: (v["int"], v["plain_rl"]) for r, v in reps.items()}
+        ids = {r: v["problems"] for r, v in reps.items()}
+        k = {v["k"] for v in reps.values()}
+    except (OSError, ValueError, KeyError, AttributeError) as e:
+        raise SystemExit(f"--int-pilot {path}: not a counts file of "
+                         f"scripts/pilots/int_samples.py ({e})") from None
+    if len(k) != 1 or len(counts) < 2:
+        raise SystemExit(f"--int-pilot {path}: needs two or more replicates at one K")
+    return nested_samples(counts, int(pilot["n"]), k.pop(), ids)
+
+
+def int_design_table(rs: list[Route], pilot, designs: list[tuple[int, int]], alpha: float,
+                     power: float, two_stage, problems: float | None) -> list[str]:
+    """The --int-design table's lines: each route of S3's row at the replicate SD the design
+    gives (`NestedSamples.replicate_var`), with the pilot's variances and conservatively."""
+    conf = two_stage.confidence if len(pilot.effects) - 1 < two_stage.min_df else None
+    lines = [(f"S3's row (held-out pass@{pilot.k}), pilot: {len(pilot.effects)} replicates, "
+              f"{pilot.problems:.0f} held-out problems each, {pilot.n} samples per problem; "
+              f"variances: draws {pilot.draw_var:.2g} (shared problems' covariance "
+              f"{pilot.shared:.2g} added back), problems {pilot.problem_var:.2g}, "
+              f"samples {pilot.sampling(pilot.k):.2g} at {pilot.k} and "
+              f"{pilot.sampling(pilot.n):.2g} at {pilot.n} (per problem); level {alpha:.4g}\n"),
+             "| design | replicate SD | power | power (conservative) | MDE | MDE (conservative) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for reps, m in designs:
+        if not pilot.k <= m <= pilot.n:
+            lines.append(f"| {reps}@{m} | samples must lie in {pilot.k}..{pilot.n} (the "
+                         "pilot's) | | | | |")
+            continue
+        sds = [pilot.replicate_var(m, problems) ** 0.5,
+               pilot.replicate_var(m, problems, conf) ** 0.5]
+        cells = []
+        for sd in sds:
+            cells.append(min(t_power(r.effect if r.one_sided else abs(r.effect), sd, reps, alpha,
+                                     "greater" if r.one_sided else "two-sided")
+                             for r in rs if r.effect))
+        mdes = [t_mde(sd, reps, alpha, power) for sd in sds]
+        lines.append(f"| {reps}@{m} | {sds[0]:.4f} ({sds[1]:.4f}) | {cells[0]:.2f} | "
+                     f"{cells[1]:.2f} | {mdes[0]:.3f} | {mdes[1]:.3f} |")
+    return lines
+
+
+def t_mde(sd: float, n: int, alpha: float, power: float, tol: float = 1e-5) -> float:
+    """The smallest effect the two-sided t-test across n replicates detects at `power`."""
+    lo, hi = 0.0, 10 * sd
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_power(mid, sd, n, alpha) < power else (lo, mid)
+    return hi
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -349,14 +431,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draw-share", type=float, default=0.0,
                     help="--design: share of the between-replicate variance that is the OPD "
                     "draws' (0: all the inits', conservative)")
+    ap.add_argument("--int-pilot", metavar="FILE", help="S3's row: per-problem counts of its "
+                    "two arms at many samples (scripts/pilots/int_samples.py)")
+    ap.add_argument("--int-design", nargs="+", default=[], metavar="R@N",
+                    help="--int-pilot: plan S3's row at R replicates @ N samples per held-out "
+                    "problem")
+    ap.add_argument("--int-problems", type=float, default=None,
+                    help="--int-pilot: held-out problems per replicate (default: the pilot's)")
+    ap.add_argument("--family", action="append", default=[], metavar="CLAIM=FAMILY",
+                    help="plan CLAIM in another Holm family (seed, exploratory, extension)")
     args = ap.parse_args(argv)
     designs = [parse_design(text) for text in args.design]
+    int_designs = [parse_int_design(text) for text in args.int_design]
+    if int_designs and not args.int_pilot:
+        raise SystemExit("--int-design needs --int-pilot FILE (the per-problem counts)")
     if not 0 <= args.draw_share <= 1:
         raise SystemExit(f"--draw-share {args.draw_share}: a share in [0, 1]")
     plan = load_plan(args.plan)
     levels = [parse_level(text) for text in args.level]
     for name, level, level_k in levels:
         plan = relevel(plan, name, level, level_k)
+    for text in args.family:
+        name, _, fam = text.partition("=")
+        if name not in plan.claims or fam not in ("seed", "exploratory", "extension"):
+            raise SystemExit(f"--family {text!r}: write CLAIM=seed|exploratory|extension, "
+                             f"CLAIM one of {', '.join(plan.claims)}")
+        plan = replace(plan, claims={**plan.claims, name: replace(plan.claims[name],
+                                                                   family=fam)})
     params = io.load_params()
     if args.pilot_params != "params.yaml":
         # the pilot's replicate seeds and policies; a key newer than its params (shared_sft,
@@ -414,6 +515,12 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(design_table(evaluated, planned, inp, plan, designs, alphas,
                                      args.problems, args.draw_share)))
+    if args.int_pilot:
+        print()
+        pilot = read_int_pilot(args.int_pilot)
+        print("\n".join(int_design_table(planned[INT_CLAIM], pilot, int_designs or
+                                          [(len(pilot.effects), pilot.n)], alphas[INT_CLAIM],
+                                          plan.power, plan.two_stage, args.int_problems)))
     return 0
 
 

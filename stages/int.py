@@ -1,8 +1,9 @@
 """Stage `int`: Interventional Training with the solver as the oracle (S3 §4, Alg. 1).
 
-1. K samples (fixed `sampler`) on the first `int.n_problems` train problems from the SFT
-   policy; the unsolved problems are those where all K fail. A seeded share
-   `int.heldout_frac` of them is held out: nothing below trains on it.
+1. K samples (fixed `sampler`) on `int.n_problems` unseen problems (the first ones, or with
+   `int.pool: own` the replicate's own slice) from the SFT policy; the unsolved problems are
+   those where all K fail. A seeded share `int.heldout_frac` of them is held out: nothing
+   below trains on it.
 2. On each (trained-on) unsolved problem, a failed trace's first erroneous step is replaced by a correct
    step (countdown_rlvr.research.interventions); continuations are sampled from
    prompt + prefix + intervention and the intervention is kept when one verifies (the filter).
@@ -16,6 +17,8 @@
 6. pass@K on the trained-on and the held-out unsolved problems, with a fresh sampling seed
    (`int.eval_seed`: the selection seed made the SFT policy fail them all by construction),
    for sft, int_sft, int, plain_rl, int_solver_sft and the plain RLOO policy (data/models/rloo).
+7. When `int.claim_samples` > 0: the claim's two arms (int, plain_rl) sampled that many times
+   per held-out problem (same seed), for the unbiased held-out pass@K the S3 claim reads.
 
 Each phase is a function of countdown_rlvr.research.interventions, called here in this order.
 
@@ -37,6 +40,7 @@ os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2
 from countdown_rlvr.core import inputs, io
 from countdown_rlvr.core.config import MIN_HELDOUT, eval_sampler, from_section, prompt_style
 from countdown_rlvr.core.data_config import Traces
+from countdown_rlvr.core.errors import StageError
 from countdown_rlvr.core.int_config import Interventions
 from countdown_rlvr.core.replicates import for_replicate, model_dir, run_name, tag
 from countdown_rlvr.core.replicates import sft_dir as replicate_sft
@@ -45,10 +49,12 @@ from countdown_rlvr.core.timing import timed
 from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
 from countdown_rlvr.research import INT_POLICY_DIRS
 from countdown_rlvr.research.interventions import (
+    claim_counts,
     find_unsolved,
     interventions_metrics,
     patch_examples,
     replay_examples,
+    replicate_problems,
     search_interventions,
     split_heldout,
     train_patch,
@@ -78,7 +84,12 @@ def main(argv: list[str]) -> None:
     style = prompt_style("int", params)
     styles = from_section(Traces, "int", params, "traces").styles
     io.require_inputs("int", sft_dir, rloo_dir, UNSEEN, SFT_DATA)
-    problems = inputs.read_rows("int", UNSEEN, params)[:cfg.n_problems]
+    position = params["replicates"]["int"].index(r)  # own pool: its slice of `unseen`
+    try:
+        problems = replicate_problems(inputs.read_rows("int", UNSEEN, params), cfg.n_problems,
+                                      cfg.pool, position)
+    except ValueError as e:
+        raise StageError("int", str(e)) from None
     gen = {"backend": sampler["backend"], "batch_size": cfg.batch_size}
     seconds: dict[str, float] = {}
     with timed(seconds, "sample"):  # 1. who is unsolved
@@ -127,9 +138,15 @@ def main(argv: list[str]) -> None:
                                            style, **gen)
         held_passk, held_solved = unsolved_pass_at_k(policies, heldout, cfg.k, sampler,
                                                      cfg.eval_seed, style, **gen)
+    claim = None
+    if cfg.claim_samples and heldout:
+        with timed(seconds, "claim_eval"):  # 7. the claim's arms, many samples per problem
+            claim = claim_counts(policies, heldout, cfg.claim_samples, sampler, cfg.eval_seed,
+                                 style, **gen)
     metrics = interventions_metrics(cfg, problems, unsolved, heldout, rows, patch=patch, rl=rl,
                                     plain_rl=plain_rl, solver=solver, passk=passk, solved=solved,
-                                    heldout_passk=held_passk, heldout_solved=held_solved)
+                                    heldout_passk=held_passk, heldout_solved=held_solved,
+                                    claim=claim)
     io.write_details(run, {**metrics, "replicate": r})
     io.write_timing(run, {"seconds": round(sum(seconds.values()), 2), "phases": seconds})
     for what, res, part in (("trained-on", passk, unsolved), ("held-out", held_passk, heldout)):

@@ -266,3 +266,80 @@ def test_s3s_transfer_row_takes_its_delta_from_table_2_and_gets_a_smaller_route(
     # the smaller-than test is the one-sided t-test against delta on the same replicates
     assert with_seed.smaller > with_seed.smaller_abs  # delta_abs > delta: further above it
     assert without.delta is None and without.smaller is None and without.seed_unusable
+
+
+def _int_run(k_diff: float, counts: tuple[list[int], list[int]] | None, n: int = 64,
+             ids: list | None = None) -> dict:
+    """int's details as the S3 claim reads them: phase 6's K = 8 block (McNemar's counts
+    giving `k_diff`), and phase 7's many-sample counts (on problems `ids`) when given."""
+    held = 200
+    run = {"k": 8, "unsolved_heldout": held,
+           "heldout_pass_at_k": {"int": {"pass@k": 0.12 + k_diff}, "plain_rl": {"pass@k": 0.12}},
+           "heldout_mcnemar": {"int_vs_plain_rl": {"b": 20 + round(k_diff * held), "c": 20,
+                                                   "pvalue": 0.5}}}
+    if counts is not None:
+        ids = list(range(len(counts[0]))) if ids is None else ids
+        run["heldout_claim"] = {"n": n, "k": 8, "seed": 1, "problems": ids,
+                                "correct": {"int": counts[0], "plain_rl": counts[1]}}
+    return run
+
+
+def test_s3_reads_the_unbiased_pass_at_k_where_every_replicate_sampled_many():
+    """With int.claim_samples, a replicate's effect is the mean over its held-out problems of
+    the unbiased pass@8 difference from its n samples, its floor the per-problem spread over
+    the problems; a run where any replicate lacks the block reads phase 6's K samples."""
+    from countdown_rlvr.analysis.claims.s3 import claim_differences
+    from countdown_rlvr.eval.metrics import pass_at_k
+
+    rng = np.random.default_rng(0)
+    counts = {t: (rng.binomial(64, 0.03, 200).tolist(), rng.binomial(64, 0.02, 200).tolist())
+              for t in ("r11", "r12", "r13")}
+    # each replicate its own problems (int.pool own): nothing shared, the plain floored test
+    runs = {t: _int_run(0.01, c, ids=[f"{t}-{i}" for i in range(200)])
+            for t, c in counts.items()}
+    inp = Inputs({}, {}, {}, [], runs={"int.json": runs}, replicates=list(runs))
+    row = {c.name: c for c in claims.evaluate(inp, load_plan())}["interventions"]
+    diffs = {t: np.array([pass_at_k(64, a, 8) - pass_at_k(64, b, 8) for a, b in zip(*c)])
+             for t, c in counts.items()}
+    assert all(np.allclose(claim_differences(runs[t]["heldout_claim"]), d)
+               for t, d in diffs.items())
+    res = floored_t_test([d.mean() for d in diffs.values()],
+                         [d.var(ddof=1) / d.size for d in diffs.values()])
+    assert row.effect == pytest.approx(res.mean) and row.pvalue == pytest.approx(res.pvalue)
+    assert "x 64 samples" in row.run and "unbiased pass@K from 64" in row.test
+    # one replicate without the block: every replicate read at K (the committed run's way)
+    runs["r13"] = _int_run(0.01, None)
+    mixed = {c.name: c for c in claims.evaluate(inp, load_plan())}["interventions"]
+    assert mixed.effect == pytest.approx(0.01) and "McNemar" in mixed.test
+
+
+def test_s3_widens_its_interval_by_the_problems_replicates_share():
+    """Replicates whose held-out problems overlap (int.pool shared) share those problems'
+    variance: the test adds their mean covariance (problem variance x overlap) back, so the
+    same counts on shared problems give a wider interval than on disjoint ones."""
+    from countdown_rlvr.analysis.claims.s3 import claim_differences, claim_sampling
+    from countdown_rlvr.stats.design import problem_variance, shared_covariance
+
+    rng = np.random.default_rng(1)
+    p = rng.beta(0.5, 4, 200)  # problems differ: some near 0, a few easy
+    lift = rng.choice([0.2, 1.0], 200)  # and the patch helps on some only
+    counts = {t: (rng.binomial(64, p).tolist(), rng.binomial(64, p * lift).tolist())
+              for t in ("r11", "r12", "r13", "r14")}
+    own = {t: _int_run(0.0, c, ids=[f"{t}-{i}" for i in range(200)]) for t, c in counts.items()}
+    same = {t: _int_run(0.0, c, ids=list(range(200))) for t, c in counts.items()}
+
+    def row(runs):
+        inp = Inputs({}, {}, {}, [], runs={"int.json": runs}, replicates=list(runs))
+        return {c.name: c for c in claims.evaluate(inp, load_plan())}["interventions"]
+
+    apart, shared = row(own), row(same)
+    assert apart.effect == pytest.approx(shared.effect)
+    assert shared.ci[1] - shared.ci[0] > 1.2 * (apart.ci[1] - apart.ci[0])
+    claims_ = [r["heldout_claim"] for r in same.values()]
+    cov = shared_covariance(problem_variance([claim_differences(c) for c in claims_],
+                                             [claim_sampling(c) for c in claims_]),
+                            [c["problems"] for c in claims_])
+    diffs = [claim_differences(c) for c in claims_]
+    res = floored_t_test([d.mean() for d in diffs], [d.var(ddof=1) / d.size for d in diffs],
+                         shared=cov)
+    assert cov > 0 and shared.pvalue == pytest.approx(res.pvalue)

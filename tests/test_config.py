@@ -491,6 +491,8 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      r"teacher_traces.k \(3\) must be a multiple of the number of strategies \(2\)"),
     ("Interventions", "int", {"seed": 4, "eval_seed": 4},
      "int.eval_seed must differ from int.seed"),
+    ("Interventions", "int", {"k": 8, "claim_samples": 12},
+     r"int.claim_samples must be 0 \(off\) or at least 2 x int.k = 16 \(got 12\)"),
     # a chain list's seeds are among SFT's (int's and opd's among RLOO's): the message names
     # the fix
     ("Replicates", "replicates", {"shared_sft": None, "seeds": [6, 7, 8, 9, 10], "ipo": [6, 11],

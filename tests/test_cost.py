@@ -144,6 +144,22 @@ def test_a_whole_run_is_priced_stage_by_stage_with_the_samples_it_asks_for(pipe,
         assert total - total2 == pytest.approx(saved)
 
 
+def test_an_int_stage_adds_its_claim_samples(params):
+    """int.claim_samples prices phase 7 in every int stage: 2 arms x its held-out problems
+    (int.n_problems x the unsolved share x int.heldout_frac) x the samples, INT_SAMPLE_S each;
+    off (0, the committed run's) adds nothing."""
+    cmd = "python stages/int.py 11"
+    assert params["int"]["claim_samples"] == 0 and cost.extra_samples(cmd, params) == 0
+    many = cost.with_overrides(params, ["int.claim_samples=64"])
+    held = params["int"]["n_problems"] * cost.UNSOLVED_SHARE * params["int"]["heldout_frac"]
+    assert cost.extra_samples(cmd, many) == pytest.approx(cost.INT_SAMPLE_S * 2 * 64 * held)
+    assert 200 < held < 250  # the committed run's replicates held out 217-231
+    total, groups = cost.run_estimate(params, ROOT)
+    total64, groups64 = cost.run_estimate(many, ROOT)
+    n_int = groups["int"][0]
+    assert total64 - total == pytest.approx(n_int * cost.extra_samples(cmd, many))
+
+
 def test_a_design_the_params_check_refuses_is_not_priced(capsys):
     args = argparse.Namespace(overrides=["evaluate.n_by_policy={rloo:64}"], file=[],
                               write=False, check=False, whole=True)

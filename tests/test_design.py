@@ -1,12 +1,15 @@
 """stats.design: pass@k's sampling variance at n samples (closed forms and simulation), the
 nested test of OPD draws within RLOO inits (the t-test on init means; its size where a test
-that counts draws as replicates fails), and the conservative planning variance."""
+that counts draws as replicates fails), the conservative planning variance, and S3's problems
+nested in replicates (the unbiased sampling-variance estimate, the three parts recovered)."""
 
 import itertools
 
 import numpy as np
 import pytest
-from scipy.stats import chi2, ttest_1samp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import binom, chi2, ttest_1samp
 
 from countdown_rlvr.eval.metrics import pass_at_k
 from countdown_rlvr.stats.crossed import crossed_power, crossed_test
@@ -17,9 +20,11 @@ from countdown_rlvr.stats.design import (
     nested_components,
     nested_crossed,
     nested_effect,
+    nested_samples,
     pass_at_k_var,
     planning_variance,
     sampling_var,
+    sampling_var_estimate,
 )
 
 P = np.array([0.0, 0.03, 0.2, 0.5, 0.9, 1.0])
@@ -141,3 +146,78 @@ def test_mde_is_the_effect_at_the_planned_power():
     mde = crossed_mde(comps, 400, 8, 0.002, 0.8, "greater")
     assert crossed_power(mde, comps, 400, 8, 0.002, "greater") == pytest.approx(0.8, abs=1e-3)
     assert crossed_mde(comps, 400, 16, 0.002, 0.8, "greater") < mde
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.floats(0, 1), k=st.integers(1, 8), extra=st.integers(0, 24), sub=st.integers(0, 40))
+def test_sampling_variance_estimate_is_unbiased_exactly(p, k, extra, sub):
+    """Its expectation over c ~ Binomial(n, p) is the sampling variance at m <= n samples:
+    exactly, summed over every c (no simulation)."""
+    n = 2 * k + extra
+    m = k + sub % (n - k + 1)
+    c = np.arange(n + 1)
+    expected = float((binom.pmf(c, n, p) * sampling_var_estimate(c, n, m, k)).sum())
+    assert expected == pytest.approx(float(pass_at_k_var(p, m, k)), abs=1e-9)
+
+
+def test_sampling_variance_estimate_refuses_what_it_cannot_estimate():
+    with pytest.raises(ValueError, match="2k <= n"):
+        sampling_var_estimate([1], 8, 8, 8)  # (1 - p)^(2k) needs 2k samples
+    with pytest.raises(ValueError, match="m <= n"):
+        sampling_var_estimate([1], 32, 64, 8)
+
+
+def _nested_pilot(rng, draw_sd, problem_sd, n_rep=40, n_problems=300, n=64, k=8):
+    """Counts of two arms on each replicate's own problems: a problem's per-sample rates
+    from a logit that carries a problem part (shared by both arms), the arm's effect, a
+    problem x arm part (problem_sd) and the replicate's draw (draw_sd)."""
+    counts = {}
+    for r in range(n_rep):
+        base = rng.normal(-3.5, 1.0, n_problems)
+        draw = rng.normal(0, draw_sd)
+        la = base + 0.4 + draw + rng.normal(0, problem_sd, n_problems)
+        lb = base + rng.normal(0, problem_sd, n_problems)
+        pa, pb = 1 / (1 + np.exp(-la)), 1 / (1 + np.exp(-lb))
+        counts[str(r)] = (rng.binomial(n, pa), rng.binomial(n, pb))
+    return counts
+
+
+def test_nested_samples_predicts_the_spread_of_replicates_at_fewer_samples():
+    """The replicate variance it plans at m = K (from 64-sample counts) matches the spread of
+    replicates that really were measured with K samples, from the same truth; and at n it
+    matches theirs at n. The draw part comes out near 0 where there is none."""
+    n, k = 64, 8
+    pilot = nested_samples(_nested_pilot(np.random.default_rng(1), 0.0, 0.5), n, k)
+    assert pilot.draw_var < 0.1 * pilot.within_var(n)
+    # the replicates' own spread at K samples: subsample K of the n, one estimate a problem
+    rng = np.random.default_rng(2)
+    effects_k = []
+    for a, b in _nested_pilot(rng, 0.0, 0.5).values():
+        sub = [rng.hypergeometric(c, n - c, k) for c in (a, b)]
+        effects_k.append(np.mean([pass_at_k(k, x, k) - pass_at_k(k, y, k)
+                                  for x, y in zip(*sub)]))
+    assert np.var(effects_k, ddof=1) == pytest.approx(pilot.replicate_var(k), rel=0.35)
+    assert np.var(pilot.effects, ddof=1) == pytest.approx(pilot.replicate_var(n), rel=0.35)
+    assert pilot.replicate_var(k) > 2 * pilot.replicate_var(n)  # more samples, less noise
+
+
+def test_nested_samples_finds_a_draw_variance_and_plans_it_conservatively():
+    n, k = 64, 8
+    with_draws = nested_samples(_nested_pilot(np.random.default_rng(3), 0.5, 0.3), n, k)
+    without = nested_samples(_nested_pilot(np.random.default_rng(3), 0.0, 0.3), n, k)
+    assert with_draws.draw_var > 5 * without.draw_var
+    # the draws' part does not fall with samples: at n it is most of the replicate variance
+    assert with_draws.draw_var > with_draws.within_var(n)
+    few = nested_samples(dict(list(_nested_pilot(np.random.default_rng(4), 0.0, 0.3,
+                                                 n_rep=4).items())), n, k)
+    assert few.replicate_var(n, conservative=0.8) >= few.replicate_var(n)
+    assert few.replicate_var(n, problems=4 * few.problems) < few.replicate_var(n)
+
+
+def test_nested_samples_refuses_bad_counts():
+    with pytest.raises(ValueError, match="2k <= n"):
+        nested_samples({"1": ([1, 2], [0, 1])}, 8, 8)
+    with pytest.raises(ValueError, match="replicate 1"):
+        nested_samples({"1": ([1, 2], [0])}, 64, 8)
+    with pytest.raises(ValueError, match="replicate 1"):
+        nested_samples({"1": ([1, 65], [0, 1])}, 64, 8)

@@ -141,6 +141,17 @@ def test_research_stages_run_write_their_metrics_and_rerun_nothing(pipeline):
     if i["unsolved_heldout"]:
         assert all(0 <= v["pass@k"] <= 1 for v in i["heldout_pass_at_k"].values())
         assert set(i["heldout_mcnemar"]) == tests
+        # phase 7 (int.claim_samples 4 in the smoke params): the claim's two arms, 4 samples
+        # per held-out problem, their counts in the held-out problems' order
+        claim = i["heldout_claim"]
+        assert (claim["n"], claim["k"], len(claim["problems"])) == (4, 2, i["unsolved_heldout"])
+        assert set(claim["correct"]) == {"int", "plain_rl"}
+        assert all(len(c) == i["unsolved_heldout"] and all(0 <= x <= 4 for x in c)
+                   for c in claim["correct"].values())
+        assert set(claim["pass_at_k"]["int"]) == {"pass@1", "pass@2"}
+        assert "claim_eval" in json.loads(pipeline.read("reports/timings/int/r0.json"))["phases"]
+    else:
+        assert "heldout_claim" not in i
     for name in ("int_sft", "int", "int_plain_rl", "int_solver_sft"):
         assert (pipeline.path / f"data/models/{name}/r0/config.json").exists()
     assert json.loads(pipeline.read("reports/timings/int/r0.json"))["seconds"] > 0

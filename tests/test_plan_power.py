@@ -166,3 +166,39 @@ def test_the_plans_two_stage_rule_is_optional_and_checked():
     for bad in ({"min_df": 0}, {"confidence": 1.0}, {"df": 5}):
         with pytest.raises(PlanError, match="two_stage"):
             parse_plan({**raw, "two_stage": bad})
+
+
+def test_s3s_design_table_plans_each_route_at_the_designs_replicate_sd(tmp_path):
+    """--int-design R@n: every route of S3's row at the SD `NestedSamples.replicate_var`
+    gives at n samples; the claim's power is the weakest route's; more samples shrink the SD;
+    a sample count outside K..the pilot's n is named, not planned; a bad file is refused."""
+    import json
+
+    from countdown_rlvr.stats.design import nested_samples
+    rng = np.random.default_rng(0)
+    p = rng.beta(0.5, 6, (3, 150))
+    reps = {str(r): {"k": 8, "problems": [f"{r}-{i}" for i in range(150)],
+                     "int": rng.binomial(64, p[r]).tolist(),
+                     "plain_rl": rng.binomial(64, 0.9 * p[r]).tolist()} for r in range(3)}
+    path = tmp_path / "int_samples.json"
+    path.write_text(json.dumps({"n": 64, "eval_seed": 2, "replicates": reps}))
+    pilot = plan_power.read_int_pilot(str(path))
+    assert pilot.effects == nested_samples({r: (v["int"], v["plain_rl"]) for r, v in reps.items()},
+                                           64, 8).effects
+    routes = [Route("int − plain RL", 0.03, False, sd=0.02),
+              Route("smaller than δ", 0.033, True, sd=0.02)]
+    two_stage = SimpleNamespace(confidence=0.8, min_df=5)
+    lines = plan_power.int_design_table(routes, pilot, [(8, 8), (8, 64), (8, 128)], 0.005, 0.8,
+                                        two_stage, None)
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| 8@")}
+    sd8, sd64 = (pilot.replicate_var(m) ** 0.5 for m in (8, 64))
+    assert sd64 < sd8 and f"{sd64:.4f}" in rows["8@64"]
+    weakest = min(t_power(0.03, sd64, 8, 0.005), t_power(0.033, sd64, 8, 0.005, "greater"))
+    assert f"| {weakest:.2f} |" in rows["8@64"]
+    assert "samples must lie in 8..64" in rows["8@128"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    with pytest.raises(SystemExit, match="not a counts file"):
+        plan_power.read_int_pilot(str(bad))
+    with pytest.raises(SystemExit, match="REPLICATES@SAMPLES"):
+        plan_power.parse_int_design("8x64")

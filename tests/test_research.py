@@ -21,6 +21,7 @@ from countdown_rlvr.research.interventions import (
     patch_examples,
     reachable,
     replay_examples,
+    replicate_problems,
     search_interventions,
     solver_examples,
     train_solver_baseline,
@@ -498,3 +499,18 @@ def test_heldout_split_is_seeded_disjoint_and_sized(n, frac, seed):
     assert not {p["id"] for p in train} & {p["id"] for p in held}
     assert train == [p for p in problems if p in train]  # input order kept
     assert (train, held) == split_heldout(problems, frac, seed)
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 20), replicates=st.integers(1, 6), extra=st.integers(0, 10))
+def test_int_pools_shared_or_one_slice_per_replicate(n, replicates, extra):
+    """shared: every replicate the pool's first n; own: replicate j the j-th n, so no two
+    replicates share a problem; a pool too small names the size it needs."""
+    pool = [{"id": f"unseen-{i}"} for i in range(n * replicates + extra)]
+    slices = [replicate_problems(pool, n, "own", j) for j in range(replicates)]
+    assert all(len(s) == n for s in slices)
+    ids = [p["id"] for s in slices for p in s]
+    assert len(set(ids)) == len(ids) == n * replicates
+    assert all(replicate_problems(pool, n, "shared", j) == pool[:n] for j in range(replicates))
+    with pytest.raises(ValueError, match=f"raise problems.n_unseen to {n * (replicates + 1)}"):
+        replicate_problems(pool[:n * replicates], n, "own", replicates)

@@ -117,6 +117,29 @@ def test_the_int_stage_may_not_sample_more_problems_than_the_unseen_pool_holds()
                                 "problems.n_unseen or lower int.n_problems")]
 
 
+def test_an_own_int_pool_needs_a_slice_of_unseen_problems_per_replicate():
+    """int.pool own: replicate j samples the j-th int.n_problems of the pool, so the pool must
+    hold one slice per seed of replicates.int; the message names the size to raise it to."""
+    params = io.read_params(ROOT / "params.yaml")
+    n, seeds = params["int"]["n_problems"], params["replicates"]["int"]
+
+    def own(params):
+        params["int"]["pool"] = "own"
+
+    def own_enough(params):
+        own(params)
+        params["problems"]["n_unseen"] = n * len(seeds)
+
+    assert _problems(own) == [
+        (f"int.pool is own: {len(seeds)} replicates of replicates.int x `int.n_problems` ({n}) "
+         f"= {n * len(seeds)} problems exceed `problems.n_unseen` "
+         f"({params['problems']['n_unseen']}); raise problems.n_unseen to {n * len(seeds)}, "
+         "or set int.pool: shared")]
+    ok = io.read_params(ROOT / "params.yaml")
+    own_enough(ok)
+    check_all(ok)  # one slice per replicate: nothing to fix
+
+
 def test_an_arms_init_must_be_its_stages_and_a_policy_trained_on_its_seeds():
     """The policy an RL arm starts from is its dvc.yaml stage's input (core.arms: Arm.init):
     params that start it elsewhere would train from a model DVC does not track for it; the

@@ -570,3 +570,38 @@ def test_replicates_cannot_beat_the_shared_problem_variance():
     n = crossed_replicates_needed(0.06, comps, n_i)
     assert isinstance(n, int) and 2 <= n <= 5
     assert crossed_replicates_needed(-0.06, comps, n_i, alternative="greater") is None
+
+
+def test_floored_t_test_adds_what_replicates_share_to_both_sds():
+    """shared (a covariance of two replicates' effects): the SD is max(sqrt(spread +
+    n shared), sqrt(within + (n - 1) shared)), so the mean's variance is spread / n + shared."""
+    x, w = [0.01, 0.03, -0.01, 0.02], [4e-4] * 4
+    plain, shared = floored_t_test(x, w), floored_t_test(x, w, shared=1e-4)
+    spread = float(np.var(x, ddof=1))
+    assert shared.sd == pytest.approx(max(math.sqrt(spread + 4e-4), math.sqrt(4e-4 + 3e-4)))
+    assert shared.sd > plain.sd and shared.mean == plain.mean
+    assert floored_t_test(x, w, shared=0.0) == plain
+    with pytest.raises(ValueError, match="shared"):
+        floored_t_test(x, w, shared=-1e-4)
+
+
+def test_floored_t_test_keeps_its_size_when_replicates_share_their_problems():
+    """Eight replicates measured on the same 100 problems, whose true differences vary around
+    0: the spread across replicates never shows that variance, so the test without `shared`
+    rejects a true null far above its level; with the shared covariance, near it. (At four
+    replicates the t critical value on 3 df happens to hide it: the reason for eight.)"""
+    from countdown_rlvr.stats.design import problem_variance, shared_covariance
+    rng = np.random.default_rng(0)
+    sims, n_rep, n_prob, s_p, s_e = 2000, 8, 100, 0.3, 0.3
+    reject = {"without": 0, "with": 0}
+    ids = [list(range(n_prob))] * n_rep
+    for _ in range(sims):
+        d = rng.normal(0, s_p, n_prob)  # the problems' true differences, shared
+        obs = d + rng.normal(0, s_e, (n_rep, n_prob))
+        effects, within = obs.mean(axis=1), obs.var(axis=1, ddof=1) / n_prob
+        cov = shared_covariance(problem_variance(list(obs), [np.full(n_prob, s_e ** 2)] * n_rep),
+                                ids)
+        reject["without"] += floored_t_test(effects, within).pvalue < 0.05
+        reject["with"] += floored_t_test(effects, within, shared=cov).pvalue < 0.05
+    assert reject["without"] / sims > 0.15
+    assert reject["with"] / sims < 0.08

@@ -27,7 +27,8 @@ run's stage that wrote the same timing file (dvc.lock's outs), else as the mean 
 file's replicate group there (a new seed's RLOO arm as the mean of that run's; an arm moved to
 the first replicate keeps its files' place), and an evaluation that samples a policy more than
 `evaluate.n` times adds SAMPLE_S per extra 16 samples per 400 problems of each split it
-samples (the development split too, for a policy of `evaluate.dev_policies`). A stage whose
+samples (the development split too, for a policy of `evaluate.dev_policies`), and an int stage
+its phase 7's samples (`int.claim_samples`, INT_SAMPLE_S each). A stage whose
 params changed since the committed run is timed as it ran then.
 
 The generated tables: docs/running.md (each params key's re-run stages and minutes, keys with
@@ -74,6 +75,13 @@ UNTIMED_S = 33.0
 # OPD's test evaluation at 64 samples took 55 s against binary RLOO's 21 s at 16 (3 units: 11.4 s
 # each), plain OPD's test and dev 105 s against SFT's 43 s (6 units: 10.3 s each)
 SAMPLE_S = 11.0
+# S3's phase 7 (`int.claim_samples`): one sample of one of its two arms on one held-out
+# problem, from the int pilot (scripts/pilots/int_samples.py, idle Zen 4: 2 x 224 problems x 64
+# samples in INT_PILOT_S); the held-out problems: int.n_problems x the share SFT's 32 samples
+# all fail (15.5% in the committed run's replicates) x int.heldout_frac
+INT_PILOT_S = 136.0
+INT_SAMPLE_S = INT_PILOT_S / (2 * 224 * 64)
+UNSOLVED_SHARE = 0.155
 # the stages every policy reads, and SFT: no key of a training section may reach them
 UPSTREAM = ("problems", "base", "traces", "teacher", "teacher_traces", "dedup", "pairs")
 TRAINING_SECTIONS = ("rloo", "opd", "ipo", "int", "distill", "repair")
@@ -285,8 +293,12 @@ def with_overrides(params: dict, overrides: list[str]) -> dict:
 
 def extra_samples(cmd: str, params: dict) -> float:
     """Seconds an evaluation stage (its `cmd`: `python stages/evaluate.py <policy> ...`) adds
-    by sampling its policy more than `evaluate.n` times per prompt (`evaluate.n_by_policy`)."""
+    by sampling its policy more than `evaluate.n` times per prompt (`evaluate.n_by_policy`),
+    and an int stage by its phase 7 (`int.claim_samples`, off in the committed run)."""
     args = shlex.split(cmd)
+    if "stages/int.py" in args[:2]:
+        held = (at(params, "int.n_problems") or 0) * UNSOLVED_SHARE * at(params, "int.heldout_frac")
+        return INT_SAMPLE_S * 2 * (at(params, "int.claim_samples") or 0) * held
     if "stages/evaluate.py" not in args[:2] or len(args) < 3:
         return 0.0
     n = at(params, "evaluate.n")

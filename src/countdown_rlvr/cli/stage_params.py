@@ -316,10 +316,21 @@ def _init_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
 
 
 def _int_relations(params: dict) -> list[str]:
-    """The int stage samples the first int.n_problems of the unseen pool: a larger number would
-    silently sample fewer problems than the params say."""
+    """The int stage samples int.n_problems of the unseen pool, the first ones (int.pool
+    shared) or its replicate's own slice (own: one slice per seed of replicates.int): a pool
+    too small would silently sample fewer problems than the params say."""
     n, pool = C.at(params, "int.n_problems"), C.at(params, "problems.n_unseen")
-    if isinstance(n, int) and isinstance(pool, int) and n > pool:
+    if not (isinstance(n, int) and isinstance(pool, int)):
+        return []
+    if C.at(params, "int.pool") == "own":
+        seeds = C.at(params, "replicates.int") or []
+        if isinstance(seeds, list) and n * len(seeds) > pool:
+            return [(f"int.pool is own: {len(seeds)} replicates of replicates.int x "
+                     f"`int.n_problems` ({n}) = {n * len(seeds)} problems exceed "
+                     f"`problems.n_unseen` ({pool}); raise problems.n_unseen to "
+                     f"{n * len(seeds)}, or set int.pool: shared")]
+        return []
+    if n > pool:
         return [(f"`int.n_problems` ({n}) exceeds `problems.n_unseen` ({pool}), the pool the "
                  "int stage samples; raise problems.n_unseen or lower int.n_problems")]
     return []

@@ -288,6 +288,20 @@ RL_SUMMARY = ("steps", "reward_mean_first", "reward_mean_final", "pass_rate_firs
               "kl_first", "kl_final")
 
 
+def replicate_problems(pool: Sequence[dict], n: int, mode: str, position: int) -> list[dict]:
+    """The n unseen problems a replicate samples for unsolved ones: the pool's first n for
+    every replicate (`shared`: their held-out problems overlap, ~60% pairwise in the
+    committed run), or the replicate's own, the `position`-th n (`own`, position = its place
+    in replicates.int: held-out problems nest in replicates, so more replicates average the
+    problems' variance too, docs/defaults.md#int)."""
+    start = position * n if mode == "own" else 0
+    if start + n > len(pool):
+        raise ValueError(f"int.pool {mode}: replicate {position + 1} of replicates.int needs "
+                         f"unseen problems {start + 1}-{start + n}, the pool has {len(pool)}; "
+                         f"raise problems.n_unseen to {start + n}")
+    return list(pool[start:start + n])
+
+
 def find_unsolved(policy: tuple, problems: Sequence[dict], k: int, sampler: dict[str, Any],
                   seed: int, style: str, **gen: Any) -> tuple[list[dict], dict[str, list[dict]]]:
     """Phase 1: `k` samples per problem from the loaded `policy`; (the problems where all k
@@ -382,6 +396,21 @@ def unsolved_pass_at_k(policies: dict[str, str], unsolved: Sequence[dict], k: in
     return passk, solved
 
 
+def claim_counts(policies: dict[str, str], heldout: Sequence[dict], n: int,
+                 sampler: dict[str, Any], seed: int, style: str, **gen: Any) -> dict[str, Any]:
+    """Phase 7: the S3 claim's two arms (int, plain_rl: names in `policies`) sampled n times
+    per held-out problem with `seed`: their correct samples per problem in `heldout`'s order
+    and the unbiased pass@1 / pass@K from them. With K samples a problem's pass@K is one
+    "any correct" flag, most of the held-out difference's variance; n > K averages it over
+    every K-subset (docs/defaults.md#int)."""
+    counts = {}
+    for name in ("int", "plain_rl"):
+        c = solved_counts(evaluate_policy(policy_ref(policies[name]), heldout, n, sampler,
+                                          [seed], style, progress=False, **gen))
+        counts[name] = [int(c[p["id"]]) for p in heldout]
+    return {"n": n, "seed": seed, "problems": [p["id"] for p in heldout], "correct": counts}
+
+
 def mcnemar_vs_int(solved: dict[str, list[bool]], unsolved: Sequence[dict]) -> dict[str, dict]:
     """McNemar of `int` against plain_rl, rloo, int_solver_sft, int_sft and sft on the
     previously unsolved problems (matched by problem); empty when none is unsolved."""
@@ -396,13 +425,16 @@ def mcnemar_vs_int(solved: dict[str, list[bool]], unsolved: Sequence[dict]) -> d
 def interventions_metrics(cfg: Interventions, problems: Sequence[dict], unsolved: Sequence[dict],
                           heldout: Sequence[dict], rows: Sequence[dict], *, patch: dict, rl: dict,
                           plain_rl: dict, solver: dict, passk: dict, solved: dict,
-                          heldout_passk: dict, heldout_solved: dict) -> dict[str, Any]:
+                          heldout_passk: dict, heldout_solved: dict,
+                          claim: dict | None = None) -> dict[str, Any]:
     """reports/details/int/r<seed>.json. cfg: params.yaml `int`.
     unsolved: the trained-on part of the unsolved problems; heldout: the rest (never
     trained on). pass_at_k / mcnemar are on `unsolved`, heldout_* on `heldout`.
     `patched_solved_frac`: the share of the trained-on problems the patched policy (int_sft,
     before any RL) solves in its K samples: S3's precondition that RL then sees reward (its
-    arm check), not a test-split number."""
+    arm check), not a test-split number. `claim`: phase 7's counts (`claim_counts`), kept as
+    `heldout_claim` with each arm's unbiased pass@1 and pass@K; None (int.claim_samples 0):
+    no such key, and the claim reads the K samples of `heldout_pass_at_k`."""
     kept = [r for r in rows if r["kept"]]
     n_unsolved = len(unsolved) + len(heldout)
     return {
@@ -423,4 +455,8 @@ def interventions_metrics(cfg: Interventions, problems: Sequence[dict], unsolved
         "pass_at_k": passk, "mcnemar": mcnemar_vs_int(solved, unsolved),
         "heldout_pass_at_k": heldout_passk, "heldout_mcnemar": mcnemar_vs_int(heldout_solved,
                                                                                heldout),
+        **({"heldout_claim": {**claim, "k": cfg.k, "pass_at_k": {
+            name: {f"pass@{j}": sum(pass_at_k(claim["n"], c, j) for c in cs) / len(cs)
+                   for j in (1, cfg.k)} for name, cs in claim["correct"].items()}}}
+           if claim and claim["problems"] else {}),
     }

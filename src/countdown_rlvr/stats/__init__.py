@@ -297,7 +297,7 @@ class FlooredTest:
 
 def floored_t_test(effects: Sequence[float], within_vars: Sequence[float] | None = None,
                    null: float = 0.0, alternative: str = "two-sided",
-                   alpha: float = 0.05) -> FlooredTest:
+                   alpha: float = 0.05, shared: float = 0.0) -> FlooredTest:
     """One-sample t-test (df = R - 1) of the mean per-replicate effect against `null`, its SD
     max(observed SD across replicates, sqrt(mean of `within_vars`)), the replicates' own
     sampling variances (`binary_paired_var`, `interval_var`). The floor only ever widens the
@@ -305,7 +305,11 @@ def floored_t_test(effects: Sequence[float], within_vars: Sequence[float] | None
     where three near-identical numbers would otherwise make the spread look ~0
     (tests/test_stats.py simulates both). `alternative`: "greater" / "less" test mean > null /
     mean < null. One replicate: no test (the unit is the replicate). No spread and no floor:
-    p 1.0 when the mean is the null, else no test (as `replicate_t_test`)."""
+    p 1.0 when the mean is the null, else no test (as `replicate_t_test`).
+    `shared`: the mean covariance of two replicates' effects from what they share (the same
+    problems: `stats.design.shared_covariance`), which their spread cannot show and the mean
+    does not average: the mean's variance is then spread / n + shared, so the SD is
+    max(sqrt(spread + n shared), sqrt(within + (n - 1) shared)); 0 (independent) as before."""
     if alternative not in ALTERNATIVES:
         raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
     x = np.asarray(effects, dtype=float)
@@ -314,14 +318,16 @@ def floored_t_test(effects: Sequence[float], within_vars: Sequence[float] | None
     w = None if within_vars is None else np.asarray(within_vars, dtype=float)
     if w is not None and (w.shape != x.shape or (w < 0).any() or not np.isfinite(w).all()):
         raise ValueError(f"within_vars must be one finite variance >= 0 per effect, got {within_vars}")
+    if not (math.isfinite(shared) and shared >= 0):
+        raise ValueError(f"shared must be a finite covariance >= 0, got {shared}")
     n, mean = int(x.size), float(x.mean())
-    sd_w = None if w is None else float(math.sqrt(w.mean()))
+    sd_w = None if w is None else float(math.sqrt(w.mean() + (n - 1) * shared))
     if n == 1:
         return FlooredTest(1, mean, None, sd_w, None, None, None, None, null, alternative)
     sd_o = float(x.std(ddof=1))
     if sd_o <= 1e-12 * max(1.0, abs(mean)):
         sd_o = 0.0  # float rounding of equal effects, not a spread
-    sd = max(sd_o, sd_w or 0.0)
+    sd = max(math.sqrt(sd_o ** 2 + n * shared), sd_w or 0.0)
     if sd == 0.0:
         p = 1.0 if abs(mean - null) <= 1e-12 else None
         return FlooredTest(n, mean, sd_o, sd_w, 0.0, mean, mean, p, null, alternative)

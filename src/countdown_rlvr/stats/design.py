@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import binom, chi2
+from scipy.stats import binom, chi2, hypergeom
 from scipy.stats import t as t_dist
 
 from .crossed import CrossedTest, crossed_power, crossed_test
@@ -202,3 +202,120 @@ def crossed_mde(components: tuple[float, float, float], n_problems: int, n_repli
         else:
             hi = mid
     return hi
+
+
+# --------------------------------------------------------------------------- problems per draw
+# S3's held-out problems are the ones each replicate's SFT samples failed: every replicate
+# has its own, so problems nest in replicates instead of crossing them, and a replicate's
+# pass@k difference carries three variances: its training draw's, its problems' (each
+# problem's true difference varies) and its samples'. Only the last falls with more samples.
+
+def sampling_var_estimate(c, n: int, m: int, k: int) -> np.ndarray:
+    """Unbiased estimates of the sampling variance of a problem's unbiased pass@k from m
+    samples, given c correct (array-like) of the pilot's n >= m and n >= 2k: E[g_m(c')^2]
+    with c' the correct of m samples drawn from the n without replacement (hypergeometric),
+    less C(n - c, 2k) / C(n, 2k), the unbiased estimate of (1 - p)^(2k) (g: `_subset_miss`).
+    A plug-in at c / n would be biased (Jensen: low at small rates)."""
+    if not 1 <= k <= m <= n or 2 * k > n:
+        raise ValueError(f"need 1 <= k <= m <= n and 2k <= n, got k={k}, m={m}, n={n}")
+    c = np.asarray(c, dtype=int)
+    g2 = _subset_miss(m, k) ** 2
+    j = np.arange(m + 1)
+    pmf = hypergeom.pmf(j, n, c[..., None], m)  # P(j of the m subsampled are correct)
+    return (pmf * g2).sum(axis=-1) - _subset_miss(n, 2 * k)[c]
+
+
+def shared_covariance(problem_var: float, problems: Sequence[Sequence]) -> float:
+    """The mean, over pairs of replicates, of the covariance two replicates' mean effects get
+    from the problems they share: problem_var x |S_r & S_s| / (|S_r| |S_s|), S_r the problem
+    ids of replicate r. 0 when no two share a problem (held-out sets that nest)."""
+    sets = [set(p) for p in problems]
+    pairs = [(a, b) for i, a in enumerate(sets) for b in sets[i + 1:]]
+    if not pairs or problem_var <= 0:
+        return 0.0
+    return problem_var * float(np.mean([len(a & b) / (len(a) * len(b)) for a, b in pairs]))
+
+
+def problem_variance(differences: Sequence[np.ndarray], sampling: Sequence[np.ndarray]) -> float:
+    """A problem's true difference's variance across problems: per replicate, its
+    differences' variance less their mean sampling variance, averaged; at least 0."""
+    parts = [float(np.var(d, ddof=1) - np.mean(s)) for d, s in zip(differences, sampling,
+                                                                    strict=True)]
+    return max(float(np.mean(parts)), 0.0)
+
+
+@dataclass(frozen=True)
+class NestedSamples:
+    """A pilot's pass@k difference a - b measured on each replicate's own problems with n
+    samples per problem (`nested_samples`): its parts, and a replicate's variance at another
+    sample count (`replicate_var`)."""
+    n: int  # the pilot's samples per problem
+    k: int
+    effects: tuple[float, ...]  # per replicate: the mean over its problems of a - b
+    problems: float  # problems per replicate (mean)
+    problem_var: float  # a problem's true difference, across problems (sampling removed)
+    draw_var: float  # a replicate's true difference, across draws (problems and samples removed)
+    counts: tuple[tuple[np.ndarray, np.ndarray], ...]  # per replicate: each arm's correct
+    shared: float = 0.0  # the pilot's replicates' covariance from shared problems
+
+    def sampling(self, m: int) -> float:
+        """A problem's sampling variance of a - b at m <= n samples, mean over the pilot's
+        problems (`sampling_var_estimate`)."""
+        return float(np.mean([np.mean(sampling_var_estimate(a, self.n, m, self.k)
+                                      + sampling_var_estimate(b, self.n, m, self.k))
+                              for a, b in self.counts]))
+
+    def within_var(self, m: int, problems: float | None = None) -> float:
+        """The variance of a replicate's mean over its problems, given its draw, at m samples."""
+        return (self.problem_var + self.sampling(m)) / (problems or self.problems)
+
+    def replicate_var(self, m: int, problems: float | None = None,
+                      conservative: float | None = None) -> float:
+        """The variance of a replicate's effect at m samples per problem: the draws' plus
+        `within_var`. conservative: the confidence of the two-stage rule's upper bound on the
+        pilot's between-replicate mean square (R - 1 df, `planning_variance`), less its
+        within-replicate part at the pilot's n, as the draws'."""
+        draw = self.draw_var
+        if conservative is not None and len(self.effects) > 1:
+            ms = planning_variance(float(np.var(self.effects, ddof=1)), len(self.effects) - 1,
+                                   conservative)
+            draw = max(ms - self.within_var(self.n) + self.shared, 0.0)
+        return draw + self.within_var(m, problems)
+
+
+def nested_samples(counts: Mapping[str, tuple[Sequence[int], Sequence[int]]], n: int,
+                   k: int, problems: Mapping[str, Sequence] | None = None) -> NestedSamples:
+    """The parts of a pass@k difference from per-problem correct counts ({replicate: (arm a's
+    counts, arm b's)} of n samples each, on the replicate's own problems): a problem's
+    difference is a's unbiased pass@k minus b's; its variance within a replicate less the
+    mean sampling variance (`sampling_var_estimate`) is the problems'; the replicates'
+    spread less their mean within-replicate variance is the draws'. Both are floored at 0
+    (an estimate below 0 is noise). `problems`: each replicate's problem ids, where their
+    sets overlap (int.pool shared): the covariance the shared problems give two replicates
+    (`shared_covariance`) is hidden from their spread, so it is added back to the draws'."""
+    if not 1 <= k or 2 * k > n:
+        raise ValueError(f"need 1 <= k and 2k <= n, got k={k}, n={n}")
+    miss = _subset_miss(n, k)
+    effects, diffs, samp, within, kept, sizes = [], [], [], [], [], []
+    for r, (a, b) in counts.items():
+        ca, cb = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
+        both = np.concatenate([ca, cb])
+        if ca.shape != cb.shape or ca.ndim != 1 or ca.size < 2 or (both < 0).any() \
+                or (both > n).any():
+            raise ValueError(f"replicate {r}: need two equal lists of >= 2 counts in 0..{n}")
+        d = miss[cb] - miss[ca]  # (1 - miss_a) - (1 - miss_b)
+        s = sampling_var_estimate(ca, n, n, k) + sampling_var_estimate(cb, n, n, k)
+        effects.append(float(d.mean()))
+        diffs.append(d)
+        samp.append(s)
+        within.append(float(d.var(ddof=1)) / d.size)
+        kept.append((ca, cb))
+        sizes.append(d.size)
+    if not effects:
+        raise ValueError("no replicates")
+    problem_var = problem_variance(diffs, samp)
+    shared = shared_covariance(problem_var, [problems[r] for r in counts]) if problems else 0.0
+    draw = (float(np.var(effects, ddof=1)) - float(np.mean(within)) + shared
+            if len(effects) > 1 else 0.0)
+    return NestedSamples(n, k, tuple(effects), float(np.mean(sizes)), problem_var,
+                         max(draw, 0.0), tuple(kept), shared)
