@@ -66,6 +66,7 @@ import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from countdown_rlvr.analysis import claims as claims_mod
 from countdown_rlvr.analysis.plan import PLAN_FILE, ClaimPlan, Plan, load_plan, rule_delta
@@ -355,7 +356,7 @@ def parse_int_design(text: str) -> tuple[int, int]:
 def read_int_pilot(path: str):
     """stats.design.NestedSamples of the S3 claim's two arms from the pilot's counts file."""
     try:
-        pilot = json.loads(open(path).read())
+        pilot = json.loads(Path(path).read_text())
         reps = pilot["replicates"]
         counts = {r: (v["int"], v["plain_rl"]) for r, v in reps.items()}
         ids = {r: v["problems"] for r, v in reps.items()}

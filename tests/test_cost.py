@@ -155,7 +155,7 @@ def test_an_int_stage_adds_its_claim_samples(params):
     assert cost.extra_samples(cmd, many) == pytest.approx(cost.INT_SAMPLE_S * 2 * 64 * held)
     assert 200 < held < 250  # the committed run's replicates held out 217-231
     total, groups = cost.run_estimate(params, ROOT)
-    total64, groups64 = cost.run_estimate(many, ROOT)
+    total64, _ = cost.run_estimate(many, ROOT)
     n_int = groups["int"][0]
     assert total64 - total == pytest.approx(n_int * cost.extra_samples(cmd, many))
 

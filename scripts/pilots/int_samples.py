@@ -14,7 +14,6 @@ for a later run with other replicate seeds and another `unseen` draw, not a re-d
 """
 
 import argparse
-import json
 import time
 
 from countdown_rlvr.core import io
