@@ -380,7 +380,8 @@ def int_design_table(rs: list[Route], pilot, designs: list[tuple[int, int]], alp
               f"{pilot.shared:.2g} added back), problems {pilot.problem_var:.2g}, "
               f"samples {pilot.sampling(pilot.k):.2g} at {pilot.k} and "
               f"{pilot.sampling(pilot.n):.2g} at {pilot.n} (per problem); level {alpha:.4g}\n"),
-             "| design | replicate SD | power | power (conservative) | MDE | MDE (conservative) |",
+             ("| design | replicate SD (conservative) | power | power (conservative) | MDE | "
+              "MDE (conservative) |"),
              "| --- | --- | --- | --- | --- | --- |"]
     for reps, m in designs:
         if not pilot.k <= m <= pilot.n:
