@@ -3,14 +3,15 @@
 For each replicate of an int run already in the workspace (data/models/{int,int_plain_rl}/r<seed>),
 re-derive its held-out unsolved problems (the stage's phase 1 and split, deterministic) and
 sample the claim's two arms `--n` times per problem with a sampling seed the stage never used
-(`--eval-seed`). Writes the per-problem correct counts, from which
-`countdown_rlvr.stats.design.nested_pass_at_k_plan` reads the sampling, problem and draw
-variance of the replicate's pass@K difference at any number of samples per problem.
+(`--eval-seed`). Writes the per-problem correct counts and problem ids, from which
+`countdown_rlvr.stats.design.nested_samples` reads the sampling, problem and draw variance of
+a replicate's pass@K difference at any number of samples per problem
+(`scripts/plan_power.py --int-pilot`).
 
     python scripts/pilots/int_samples.py --seeds 11 12 13 14 --n 64 --out int_samples.json
 
 Reads the replicates' own held-out problems (from `unseen`, which no stage trains on): a plan
-for a later run with other replicate seeds and another `unseen` draw, not a re-decision.
+for a later run with other replicate seeds, not a re-decision.
 """
 
 import argparse
@@ -23,7 +24,12 @@ from countdown_rlvr.core.replicates import model_dir, seed_for
 from countdown_rlvr.core.replicates import sft_dir as replicate_sft
 from countdown_rlvr.eval.scoring import evaluate_policy
 from countdown_rlvr.model.policy import load_model, load_replicate_stage, policy_ref
-from countdown_rlvr.research.interventions import find_unsolved, solved_counts, split_heldout
+from countdown_rlvr.research.interventions import (
+    find_unsolved,
+    replicate_problems,
+    solved_counts,
+    split_heldout,
+)
 
 UNSEEN = "data/problems/unseen.jsonl"
 ARMS = {"int": "int", "plain_rl": "int_plain_rl"}  # the claim's two arms
@@ -42,7 +48,8 @@ def main() -> None:
         params, cfg, r = load_replicate_stage("int", Interventions, seed, chain="int")
         sampler, style = eval_sampler("int", params), prompt_style("int", params)
         gen = {"backend": sampler["backend"], "batch_size": cfg.batch_size}
-        problems = io.read_jsonl(UNSEEN)[:cfg.n_problems]
+        problems = replicate_problems(io.read_jsonl(UNSEEN), cfg.n_problems, cfg.pool,
+                                      params["replicates"]["int"].index(r))
         ref = policy_ref(replicate_sft("int", params, r))
         found, _ = find_unsolved(load_model(ref.base, ref.adapter), problems, cfg.select_k,
                                  sampler, cfg.seed, style, **gen)

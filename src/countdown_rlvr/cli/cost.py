@@ -81,9 +81,10 @@ RERUN_SAVED_S = 336.2
 # each), plain OPD's test and dev 105 s against SFT's 43 s (6 units: 10.3 s each)
 SAMPLE_S = 11.0
 # S3's phase 7 (`int.claim_samples`): one sample of one of its two arms on one held-out
-# problem, from the int pilot (scripts/pilots/int_samples.py, idle Zen 4: 2 x 224 problems x 64
-# samples in INT_PILOT_S); the held-out problems: int.n_problems x the share SFT's 32 samples
-# all fail (15.5% in the committed run's replicates) x int.heldout_frac
+# problem, from the int pilot's first replicate (scripts/pilots/int_samples.py on Zen 4, light
+# edits beside it: 208 s less its selection sampling's ~72 s for 2 x 224 problems x 64
+# samples); the held-out problems: int.n_problems x the share SFT's 32 samples all fail
+# (15.5% in the committed run's replicates) x int.heldout_frac
 INT_PILOT_S = 136.0
 INT_SAMPLE_S = INT_PILOT_S / (2 * 224 * 64)
 UNSOLVED_SHARE = 0.155
