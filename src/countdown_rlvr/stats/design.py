@@ -205,10 +205,11 @@ def crossed_mde(components: tuple[float, float, float], n_problems: int, n_repli
 
 
 # --------------------------------------------------------------------------- problems per draw
-# S3's held-out problems are the ones each replicate's SFT samples failed: every replicate
-# has its own, so problems nest in replicates instead of crossing them, and a replicate's
-# pass@k difference carries three variances: its training draw's, its problems' (each
-# problem's true difference varies) and its samples'. Only the last falls with more samples.
+# S3's held-out problems are the ones each replicate's SFT samples failed, in its own slice
+# of the unseen pool (int.pool own: problems nest in replicates) or in the one all share
+# (shared: their sets overlap). A replicate's pass@k difference carries three variances: its
+# training draw's, its problems' (each problem's true difference varies) and its samples'.
+# Only the last falls with more samples; only nested problems average over replicates.
 
 def sampling_var_estimate(c, n: int, m: int, k: int) -> np.ndarray:
     """Unbiased estimates of the sampling variance of a problem's unbiased pass@k from m
