@@ -69,6 +69,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from countdown_rlvr.analysis import claims as claims_mod
+from countdown_rlvr.analysis.claims.engine import Plan as EnginePlan
+from countdown_rlvr.analysis.claims.engine import detectable
 from countdown_rlvr.analysis.plan import PLAN_FILE, ClaimPlan, Plan, load_plan, rule_delta
 from countdown_rlvr.analysis.report import IPO_SOURCES
 from countdown_rlvr.analysis.results import get, load_inputs
@@ -395,19 +397,10 @@ def int_design_table(rs: list[Route], pilot, designs: list[tuple[int, int]], alp
             cells.append(min(t_power(r.effect if r.one_sided else abs(r.effect), sd, reps, alpha,
                                      "greater" if r.one_sided else "two-sided")
                              for r in rs if r.effect))
-        mdes = [t_mde(sd, reps, alpha, power) for sd in sds]
+        mdes = [detectable(EnginePlan("", 0.0, None, sd), reps, alpha, power) for sd in sds]
         lines.append(f"| {reps}@{m} | {sds[0]:.4f} ({sds[1]:.4f}) | {cells[0]:.2f} | "
                      f"{cells[1]:.2f} | {mdes[0]:.3f} | {mdes[1]:.3f} |")
     return lines
-
-
-def t_mde(sd: float, n: int, alpha: float, power: float, tol: float = 1e-5) -> float:
-    """The smallest effect the two-sided t-test across n replicates detects at `power`."""
-    lo, hi = 0.0, 10 * sd
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_power(mid, sd, n, alpha) < power else (lo, mid)
-    return hi
 
 
 def main(argv: list[str] | None = None) -> int:

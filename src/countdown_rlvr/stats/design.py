@@ -245,6 +245,15 @@ def problem_variance(differences: Sequence[np.ndarray], sampling: Sequence[np.nd
     return max(float(np.mean(parts)), 0.0)
 
 
+def pass_at_k_differences(a, b, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per problem, from a's and b's correct counts of n samples each: a's unbiased pass@k
+    minus b's, and unbiased estimates of that difference's sampling variance."""
+    ca, cb = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
+    miss = _subset_miss(n, k)
+    return (miss[cb] - miss[ca],  # (1 - miss_a) - (1 - miss_b)
+            sampling_var_estimate(ca, n, n, k) + sampling_var_estimate(cb, n, n, k))
+
+
 @dataclass(frozen=True)
 class NestedSamples:
     """A pilot's pass@k difference a - b measured on each replicate's own problems with n
@@ -296,7 +305,6 @@ def nested_samples(counts: Mapping[str, tuple[Sequence[int], Sequence[int]]], n:
     (`shared_covariance`) is hidden from their spread, so it is added back to the draws'."""
     if not 1 <= k or 2 * k > n:
         raise ValueError(f"need 1 <= k and 2k <= n, got k={k}, n={n}")
-    miss = _subset_miss(n, k)
     effects, diffs, samp, within, kept, sizes = [], [], [], [], [], []
     for r, (a, b) in counts.items():
         ca, cb = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
@@ -304,8 +312,7 @@ def nested_samples(counts: Mapping[str, tuple[Sequence[int], Sequence[int]]], n:
         if ca.shape != cb.shape or ca.ndim != 1 or ca.size < 2 or (both < 0).any() \
                 or (both > n).any():
             raise ValueError(f"replicate {r}: need two equal lists of >= 2 counts in 0..{n}")
-        d = miss[cb] - miss[ca]  # (1 - miss_a) - (1 - miss_b)
-        s = sampling_var_estimate(ca, n, n, k) + sampling_var_estimate(cb, n, n, k)
+        d, s = pass_at_k_differences(ca, cb, n, k)
         effects.append(float(d.mean()))
         diffs.append(d)
         samp.append(s)

@@ -7,9 +7,8 @@ import math
 import numpy as np
 from scipy.stats import norm
 
-from ...eval.metrics import pass_at_k
 from ...stats import binary_paired_var, floored_t_test
-from ...stats.design import problem_variance, sampling_var_estimate, shared_covariance
+from ...stats.design import pass_at_k_differences, problem_variance, shared_covariance
 from ..plan import Plan as AnalysisPlan
 from ..results import Inputs, get
 from .builders import (
@@ -27,17 +26,15 @@ from .engine import EFFECT, Claim, Plan
 def claim_differences(claim: dict) -> np.ndarray:
     """Per held-out problem: int's unbiased pass@K minus plain RL's, from the `heldout_claim`
     block of int's details (n samples per problem, `research.interventions.claim_counts`)."""
-    n, k, correct = claim["n"], claim["k"], claim["correct"]
-    return np.array([pass_at_k(n, a, k) - pass_at_k(n, b, k)
-                     for a, b in zip(correct["int"], correct["plain_rl"], strict=True)])
+    return pass_at_k_differences(claim["correct"]["int"], claim["correct"]["plain_rl"],
+                                 claim["n"], claim["k"])[0]
 
 
 def claim_sampling(claim: dict) -> np.ndarray:
     """Per held-out problem: unbiased estimates of the sampling variance of its difference
     (both arms, `stats.design.sampling_var_estimate`)."""
-    n, k, correct = claim["n"], claim["k"], claim["correct"]
-    return (sampling_var_estimate(correct["int"], n, n, k)
-            + sampling_var_estimate(correct["plain_rl"], n, n, k))
+    return pass_at_k_differences(claim["correct"]["int"], claim["correct"]["plain_rl"],
+                                 claim["n"], claim["k"])[1]
 
 
 def mcnemar_var(m: dict) -> float | None:
