@@ -12,6 +12,7 @@ from countdown_rlvr.core.stage_env import stage_env
 os.environ.update(stage_env())  # before any import below loads torch (OpenMP, 2 MB pages)
 
 from countdown_rlvr.analysis import claims, headline
+from countdown_rlvr.analysis.chains import trained_arms
 from countdown_rlvr.analysis.plan import PLAN_FILE, PlanError, load_plan
 from countdown_rlvr.analysis.report import (
     IPO_SOURCES,
@@ -39,7 +40,8 @@ def main() -> None:
         or list(IPO_SOURCES)
     distill = [*dis.get("conditions", []), *dis.get("first_replicate_conditions", [])] \
         or list(REPAIR_LABELS)
-    known = report_policies(policies, ipo_sources, distill)
+    arms = trained_arms(params)  # the arms the evaluate lists name; the others "not run"
+    known = report_policies(policies, ipo_sources, distill, arms)
     for key in ("reference", "best_of_n_policy"):
         name = getattr(cfg, key)
         if (name is not None or key == "reference") and name not in known:
@@ -56,7 +58,7 @@ def main() -> None:
                             require_all=cfg.require_all, reference=cfg.reference,
                             best_of_n_policy=cfg.best_of_n_policy, dpi=cfg.dpi,
                             chain_minutes=cfg.chain_minutes, replicates=chains, plan=plan,
-                            shared_sft=rep.shared_sft is not None)
+                            shared_sft=rep.shared_sft is not None, arms=arms)
     except MissingInputs as exc:
         stages = sorted(set(exc.missing.values()))
         raise io.StageError("report", f"{exc}\nrun `dvc repro` for {', '.join(stages)} (each "

@@ -71,7 +71,11 @@ def params(seeds=(0, 1, 2), **chains) -> dict:
                            **{c: list(chains.get(c, seeds))
                               for c in ("ipo", "rloo", "opd", "repair", "int")}},
             "evaluate": {"shared": ["base", "teacher"],
-                         "int_policies": ["int", "int_sft", "int_plain_rl"]},
+                         "int_policies": ["int", "int_sft", "int_plain_rl"],
+                         # a run trains the arms its evaluate lists name
+                         "policies": ["rloo", "rloo_early", "opd", "opd_ac"],
+                         "first_replicate_only": ["rloo_shaped", "rloo_early_shaped",
+                                                  "rloo_nocurr"]},
             "sft": {"early_step": 800},  # the sft stage also saves sft_early, as the defaults
             "ipo": {"sources": ["scripted", "easyneg", "hardneg"],
                     "first_replicate_sources": ["base"]},

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 
 from countdown_rlvr.analysis import claims
-from countdown_rlvr.analysis.chains import chain_of, evaluation_stage, sampled
+from countdown_rlvr.analysis.chains import chain_of, evaluation_stage, sampled, trained_arms
 from countdown_rlvr.analysis.compare import compare_replicates
 from countdown_rlvr.analysis.report import needed_words
 from countdown_rlvr.analysis.results import Inputs
@@ -120,9 +120,12 @@ def test_a_policys_chain_and_evaluation_follow_from_the_stage_that_trains_it():
         "evaluate_sft", "evaluate_sft_early", "evaluate_ipo", "evaluate_rloo_nocurr",
         "evaluate_rloo_early_shaped", "evaluate_opd", "evaluate_distill", "evaluate_int",
         "evaluate_shared"]
+    arms = ["rloo", "rloo_early", "opd", "opd_ac"]
     params = {"ipo": {"sources": ["scripted"], "first_replicate_sources": ["base"]},
               "distill": {"conditions": ["R"], "first_replicate_conditions": ["F1"]},
-              "evaluate": {"int_policies": ["int"]}}
+              "evaluate": {"int_policies": ["int"], "policies": ["sft", *arms],
+                           "first_replicate_only": ["rloo_shaped", "rloo_nocurr",
+                                                    "rloo_early_shaped"]}}
     assert sampled(params) == {"sft": True, "ipo_base": False, "ipo_scripted": True,
                                "rloo": True, "rloo_shaped": False, "rloo_nocurr": False,
                                "rloo_early": True, "rloo_early_shaped": False,
@@ -130,6 +133,18 @@ def test_a_policys_chain_and_evaluation_follow_from_the_stage_that_trains_it():
                                "distill_R": True, "int": True}
     # the early checkpoint: sampled on every seed of sft's chain when the sft stage saves it
     assert sampled({**params, "sft": {"early_step": 800}})["sft_early"] is True
+
+
+def test_a_run_trains_the_arms_its_evaluate_lists_name():
+    """Leaving an arm out of the evaluate lists leaves it out of the run: not trained, not
+    sampled, in ARMS order whatever the lists' order."""
+    ev = {"policies": ["sft", "opd_ac", "rloo"], "controls": [], "first_replicate_only":
+          ["rloo_nocurr"]}
+    assert trained_arms({"evaluate": ev}) == ("rloo", "rloo_nocurr", "opd_ac")
+    assert trained_arms({}) == ()
+    got = sampled({"evaluate": ev})
+    assert {p for p in got if p != "sft"} == {"rloo", "rloo_nocurr", "opd_ac"}
+    assert got["rloo_nocurr"] is False and got["opd_ac"] is True
 
 
 def inputs_with(chains: dict[str, list[int]], runs: dict) -> Inputs:

@@ -13,7 +13,8 @@ from conftest import ROOT
 
 from countdown_rlvr.cli import experiment
 from countdown_rlvr.cli.experiment import STAGES, code_deps, param_keys
-from countdown_rlvr.cli.stage_params import ARMS
+from countdown_rlvr.cli.stage_params import ARMS, check_all
+from countdown_rlvr.core.io import read_params
 
 
 def test_committed_dvc_yaml_is_generated():
@@ -251,10 +252,41 @@ def test_artifacts_and_curves_name_each_chains_first_seed():
 
 def test_artifacts_are_the_policies_the_params_train_every_replicate_of():
     params = {"ipo": {"sources": ["scripted"], "first_replicate_sources": ["hardneg"]},
-              "distill": {"conditions": ["R", "F1"], "first_replicate_conditions": ["F2"]}}
+              "distill": {"conditions": ["R", "F1"], "first_replicate_conditions": ["F2"]},
+              "evaluate": {"policies": ["sft", "rloo", "opd"],
+                           "first_replicate_only": ["rloo_nocurr"]}}
     names = set(experiment.artifacts(params))
-    assert {"ipo_scripted", "distill_R", "distill_F1", "sft", "rloo", "int"} <= names
-    assert not {"ipo_easyneg", "ipo_hardneg", "distill_F2", "rloo_nocurr"} & names
+    assert {"ipo_scripted", "distill_R", "distill_F1", "sft", "rloo", "opd", "int"} <= names
+    # not every replicate's (the first-seed ones), or left out of the evaluate lists (opd_ac)
+    assert not {"ipo_easyneg", "ipo_hardneg", "distill_F2", "rloo_nocurr", "opd_ac"} & names
+
+
+def test_an_arm_left_out_of_the_evaluate_lists_leaves_dvc_yaml():
+    """A run drops an arm by leaving it out of the evaluate lists (and compare.pairs): its
+    training and evaluation stages, its artifact and its curves leave dvc.yaml; a matrix of
+    several arms keeps the others."""
+    params = read_params(ROOT / "params.yaml")
+    off = {"rloo_early", "rloo_nocurr", "opd_ac"}
+    ev = params["evaluate"]
+    for key in ("policies", "first_replicate_only"):
+        ev[key] = [p for p in ev[key] if p not in off]
+    params["compare"]["pairs"] = [p for p in params["compare"]["pairs"] if not set(p) & off]
+    ev["n_by_policy"] = {p: n for p, n in ev["n_by_policy"].items() if p not in off}
+    assert check_all(params)  # valid as they stand
+    full = yaml.safe_load(experiment.generate(read_params(ROOT / "params.yaml")))
+    cut = yaml.safe_load(text := experiment.generate(params))
+    gone = set(full["stages"]) - set(cut["stages"])
+    assert gone == {"rloo_early", "evaluate_rloo_early", "rloo_nocurr", "evaluate_rloo_nocurr"}
+    assert cut["stages"]["opd"]["matrix"]["variant"] == ["opd"]
+    assert cut["stages"]["evaluate_opd"]["matrix"]["variant"] == ["opd"]
+    # opd's section whole (`${item.variant}`): no other arm inherits from it now
+    assert "opd.lr" in full["stages"]["opd"]["params"]
+    assert cut["stages"]["opd"]["params"] == ["model.dtype", "model.threads", "${item.variant}",
+                                              "model.prompt_style", "problems.n_train"]
+    assert "opd_ac" not in cut["artifacts"] and "opd" in cut["artifacts"]
+    assert not any(a in text for a in ("dvclive/opd_ac", "dvclive/rloo_early/",
+                                       "dvclive/rloo_nocurr"))
+    assert set(cut["stages"]) < set(full["stages"])
 
 
 def test_every_artifact_is_a_model_some_stage_writes():

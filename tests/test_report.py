@@ -509,6 +509,29 @@ def test_missing_sections_render_as_not_run(tmp_path):
     assert "**Incomplete run:**" in md
 
 
+def test_arms_left_out_of_the_run_read_not_run_and_are_not_required(tmp_path):
+    """A run that trains fewer arms (`arms`: those its evaluate lists name) does not wait for
+    the others' files: their rows read "not run", and a claim resting on one is not testable,
+    out of its Holm family, saying which arm the run left out."""
+    from countdown_rlvr.analysis import claims as C
+
+    root = copy_fixture(tmp_path)
+    for rel in ("rloo_shaped", "eval/rloo_shaped"):
+        shutil.rmtree(root / "reports/details" / rel)
+    shutil.rmtree(root / "dvclive/rloo_shaped")
+    arms = ("rloo", "rloo_early", "rloo_early_shaped", "opd", "opd_ac")
+    configured = [p for p in CONFIGURED if p != "rloo_shaped"]
+    inp = render(root, configured=configured, require_all=True, arms=arms)
+    assert not inp.missing and "rloo_shaped" not in inp.policies
+    md = unwrap_md((root / "reports/report.md").read_text())
+    assert "| rloo_shaped | *not run* (not in this run's params: no `rloo_shaped.json`)" in md
+    shaped = next(c for c in C.evaluate(inp) if c.name == "shaped")
+    assert shaped.decision == C.Decision.NOT_TESTABLE and not shaped.tested
+    assert shaped.why_not.startswith("not run: rloo_shaped not in this run's params")
+    with pytest.raises(MissingInputs):  # every arm expected: the files are missing
+        render(root, configured=configured, require_all=True)
+
+
 def test_require_all_lists_the_missing_files_before_writing(tmp_path):
     root = copy_fixture(tmp_path)
     drop_sections(root)

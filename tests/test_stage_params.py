@@ -174,6 +174,35 @@ def test_an_arms_init_must_be_its_stages_and_a_policy_trained_on_its_seeds():
         "section of params.yaml)")]
 
 
+def test_an_arm_left_out_of_the_run_takes_what_starts_from_it_along():
+    """A run leaves an arm out by leaving it out of the evaluate lists (no stage trains it):
+    an arm that starts from it, or the int stage (which starts from RLOO), would then have no
+    policy to start from."""
+    def no_rloo(params):
+        params["evaluate"]["policies"].remove("rloo")
+        params["compare"]["pairs"] = [p for p in params["compare"]["pairs"] if "rloo" not in p]
+
+    assert _problems(no_rloo) == [
+        *(f"arm {a} starts from the rloo policy (core.arms), which no evaluate list names, so "
+          f"no stage trains it; add rloo to `evaluate.policies`, or leave {a} out of the "
+          "evaluate lists too" for a in ("opd", "opd_ac")),
+        ("the int stage starts from the rloo policy of its seed, which no evaluate list names, "
+         "so no stage trains it; add rloo to `evaluate.policies`")]
+
+    def no_early_arms(params):  # then the early checkpoint need not be saved for them
+        off = ("rloo_early", "rloo_early_shaped")
+        ev = params["evaluate"]
+        ev["policies"] = [p for p in ev["policies"] if p not in (*off, "sft_early")]
+        ev["first_replicate_only"] = [p for p in ev["first_replicate_only"] if p not in off]
+        params["compare"]["pairs"] = [p for p in params["compare"]["pairs"]
+                                      if not {*off, "sft_early"} & set(p)]
+        params["sft"]["early_step"] = None
+
+    params = io.read_params(ROOT / "params.yaml")
+    no_early_arms(params)
+    assert check_all(params)
+
+
 def test_int_reads_no_init():
     """int starts from the SFT policy whatever rloo.init says: changing it re-runs no int."""
     params = io.load_params(ROOT / "params.yaml")

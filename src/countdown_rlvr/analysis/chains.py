@@ -12,7 +12,12 @@ rules against the chain each evaluate stage of dvc.yaml is given.
 
     chain_of(policy)          -> its chain, None for a shared policy or a name no stage trains
     evaluation_stage(policy)  -> the evaluate stage group that samples it
+    trained_arms(params)      -> the arms (core.arms) this run trains: those an evaluate list names
     sampled(params)           -> {policy: True (every seed of its chain) | False (its first seed)}
+
+An arm is trained only when an evaluate list names it (`policies`, `controls`,
+`first_replicate_only`): a run leaves an arm out by leaving it out of those lists (and out of
+`compare.pairs`), then writes dvc.yaml anew; its report rows read "not run".
 
 Torch-free (the compare stage, the report and the params check import it); the training and
 evaluate stages do not (they must not re-run when an arm is added).
@@ -63,6 +68,16 @@ def evaluation_stage(policy: str) -> str:
     return f"evaluate_{stage}"
 
 
+def trained_arms(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The arms (core.arms, in ARMS order) that `params` trains: those named by an evaluate list
+    (policies, controls, first_replicate_only). Every arm's stage has its evaluation, so an arm
+    no list reads would be trained for nothing; leaving it out is how a run drops it."""
+    ev = params.get("evaluate") or {}
+    listed = {p for key in ("policies", "controls", "first_replicate_only")
+              for p in ev.get(key) or []}
+    return tuple(a.name for a in ARMS if a.name in listed)
+
+
 def sampled(params: Mapping[str, Any]) -> dict[str, bool]:
     """Every replicated policy an evaluate stage samples with these params: True on every seed
     of its chain, False on its chain's first seed only (a first-replicate arm). Each training
@@ -76,7 +91,7 @@ def sampled(params: Mapping[str, Any]) -> dict[str, bool]:
         out["sft_early"] = True
     out |= {f"ipo_{s}": False for s in listed("ipo", "first_replicate_sources")}
     out |= {f"ipo_{s}": True for s in listed("ipo", "sources")}
-    out |= {a.name: a.replicates == "all" for a in ARMS}
+    out |= {a.name: a.replicates == "all" for a in ARMS if a.name in trained_arms(params)}
     out |= {f"distill_{c}": False for c in listed("distill", "first_replicate_conditions")}
     out |= {f"distill_{c}": True for c in listed("distill", "conditions")}
     out |= {p: True for p in listed("evaluate", "int_policies")}

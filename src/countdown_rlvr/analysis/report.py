@@ -1029,7 +1029,7 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
                   distill=tuple(REPAIR_LABELS), require_all: bool = True, reference: str = "sft",
                   best_of_n_policy: str | None = None, dpi: int = 100,
                   replicates=None, chain_minutes: Mapping[str, float] | None = None,
-                  plan=None, shared_sft: bool = False) -> Inputs:
+                  plan=None, shared_sft: bool = False, arms=None) -> Inputs:
     """Load, check (before drawing anything), draw, write. Returns the loaded inputs.
 
     configured: every policy name of `evaluate`; ipo_sources / distill: the IPO pair sources
@@ -1037,13 +1037,14 @@ def render_report(metrics_dir: str | Path, dvclive_dir: str | Path, out_md: str 
     each chain's seeds ({chain: seeds}, the `replicates` section; None: the replicates found
     on disk, every chain's); chain_minutes: `report.chain_minutes`; plan: the analysis plan
     (plan.Plan; None: the repository's plan.yaml); shared_sft: every replicate started from
-    one SFT (`replicates.shared_sft`).
+    one SFT (`replicates.shared_sft`); arms: the RL arms this run trains
+    (chains.trained_arms; None: every arm of core.arms), the others render "not run".
     """
     from . import claims
     from .plan import load_plan
 
     inp = load_inputs(metrics_dir, dvclive_dir, configured, ipo_sources, distill, replicates,
-                      shared_sft)
+                      shared_sft, arms)
     if require_all and inp.missing:
         raise MissingInputs(inp.missing)
     plan = plan or load_plan()

@@ -107,14 +107,18 @@ class Inputs:
                 if (m := self.data.get(f"eval/{p}.json")) is not None and "test" in m}
 
 
-def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS)) -> list[str]:
+def report_policies(configured=(), ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS),
+                    arms=None) -> list[str]:
     """The seeds' policies of this configuration, then any other configured one (e.g. a
     teacher), in params order. `int` only when configured: its test-split evaluation is
     opt-in (`evaluate.int_policies`), since the S3 claim reads the int stage's own problems;
     `sft_early` (sft.early_step) only when configured, after sft."""
     int_ = ("int",) if "int" in configured else ()
     early = ("sft_early",) if "sft_early" in configured else ()
-    seeds = ("base", "sft", *early, *(f"ipo_{s}" for s in ipo_sources), *RL_RUNS, *int_,
+    # `arms`: the arms this run trains (chains.trained_arms; None: every one); the others
+    # render "not run"
+    rl = tuple(r for r in RL_RUNS if arms is None or r in arms)
+    seeds = ("base", "sft", *early, *(f"ipo_{s}" for s in ipo_sources), *rl, *int_,
              *(f"distill_{c}" for c in distill))
     return [*seeds, *(p for p in configured if p not in seeds)]
 
@@ -125,7 +129,7 @@ def expected_inputs(policies, ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABE
     files["compare.json"] = "compare"
     files["sft.json"] = "sft"
     files |= {f"ipo/{s}.json": f"ipo@{s}" for s in ipo_sources}
-    files |= {f"{run}.json": run for run in RL_RUNS}
+    files |= {f"{run}.json": run for run in RL_RUNS if run in policies}
     files |= {"diagnose.json": "diagnose", "repair.json": "repair", "int.json": "int"}
     files |= {f"distill/{c}.json": f"distill@{c}" for c in distill}
     return files
@@ -178,7 +182,7 @@ def _read_runs(details: Path, rel: str, tags: list[str]) -> dict[str, Any]:
 
 def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
                 ipo_sources=IPO_SOURCES, distill=tuple(REPAIR_LABELS),
-                replicates=None, shared_sft: bool = False) -> Inputs:
+                replicates=None, shared_sft: bool = False, arms=None) -> Inputs:
     """Read whatever exists of the report's inputs; record the expected ones that are absent.
 
     Expected: the files of this configuration (configured policies, `ipo_sources`, `distill`
@@ -186,13 +190,15 @@ def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
     policy evaluated for the first replicate only is complete with it). `replicates`: the
     seeds of each chain ({chain: seeds}, `replicates` of params.yaml: the SFT seeds are the
     union unless `shared_sft`: every replicate started from one SFT), or one list for every
-    chain; None reads the tags found on disk.
+    chain; None reads the tags found on disk. `arms`: the RL arms this run trains
+    (chains.trained_arms; None: every arm), the others' rows read "not run".
     """
     details, dvclive_dir = Path(details_dir), Path(dvclive_dir)
     tags, chains = _tags(details, replicates)
-    policies = report_policies(configured, ipo_sources, distill)
+    policies = report_policies(configured, ipo_sources, distill, arms)
     stages = expected_inputs(policies, ipo_sources, distill)
-    optional = expected_inputs(report_policies(configured), IPO_SOURCES, tuple(REPAIR_LABELS))
+    optional = expected_inputs(report_policies(configured, arms=arms), IPO_SOURCES,
+                               tuple(REPAIR_LABELS))
     optional |= dict.fromkeys(EXTRA_INPUTS, "")
     runs = {rel: r for rel in {**optional, **stages} if (r := _read_runs(details, rel, tags))}
     compare = runs.pop("compare.json", {}).get(SHARED)
@@ -209,7 +215,8 @@ def load_inputs(details_dir: str | Path, dvclive_dir: str | Path, configured=(),
                for rel, stage in stages.items() if rel not in data}
     rloo_first = (chains.get("rloo") or tags or [SHARED])[0]
     missing |= {(dvclive_dir / f"rloo/{rloo_first}/plots/metrics" / f"**/{m}.tsv").as_posix():
-                "rloo" for m in REQUIRED_CURVES if m not in curves.get("rloo", {})}
+                "rloo" for m in REQUIRED_CURVES
+                if "rloo" in policies and m not in curves.get("rloo", {})}
     per_problem = {f.stem: pd.read_csv(f, dtype={"problem_id": str, "replicate": str})
                    for f in sorted((details / "per_problem").glob("*.csv"))}
     return Inputs(data, curves, missing, policies, stages, runs, tags, compare,

@@ -19,8 +19,10 @@ The arms (countdown_rlvr.core.arms) make their stages: a matrix over a script's 
 (`rloo@<arm>-1`), one per policy they start from (Arm.init: a matrix has one list of inputs,
 so the arms from the early SFT checkpoint have a matrix named after the first of them), a
 stage of its own for an arm of the first replicate only, their model artifacts and their
-curves in `dvc plots`. A stage or path may be gated on a param (`when`: sft's early
-checkpoint and its evaluation exist only with sft.early_step set).
+curves in `dvc plots`: the arms an evaluate list names (analysis.chains.trained_arms), so a
+run drops an arm by leaving it out of those lists. A stage or path may be gated on a param
+(`when`: sft's early checkpoint and its evaluation exist only with sft.early_step set).
+dvc.yaml is made from params.yaml: such an edit needs `--write` (the params check says so).
 
 Every replicated stage is a DVC matrix over the seeds of its chain (config.CHAINS): sft and
 diagnose over `replicates.seeds`, the others over their chain's list (`replicates.rloo`, ...,
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field, replace
 
 import yaml
 
+from ..analysis.chains import trained_arms
 from ..core.arms import arms
 from ..core.config import at, seeds_key
 from ..core.io import read_params, write_text
@@ -352,7 +355,7 @@ def artifacts(params: dict) -> dict[str, tuple[str, str]]:
                         f"IPO from SFT on {IPO_PAIRS.get(s, f'{s} pairs')}")
            for s in params["ipo"]["sources"]},
         **{a.name: (model(a.name, first(a.script)), a.about) for a in arms()
-           if a.replicates == "all"},
+           if a.replicates == "all" and a.name in trained_arms(params)},
         **{f"distill_{c}": (model(f"distill_{c}", first("repair")),
                             f"self-distillation on the successful {c} repairs"
                             + (" (resample)" if c == "R" else ""))
@@ -496,8 +499,10 @@ def param_keys(stage: Stage, params: dict) -> list[tuple[str, str]]:
     countdown_rlvr.cli.stage_params resolves for each of its arms."""
     if stage.all_params:
         return [("params.yaml", "")]
-    arms = ARMS.get(stage.name, (None,))
-    arm_key = next((k for k, v in stage.matrix.items() if v == list(arms)), None)
+    every = ARMS.get(stage.name, ())  # an arm matrix lists those of them the run trains
+    arm_key = next((k for k, v in stage.matrix.items()
+                    if every and isinstance(v, list) and v and set(v) <= set(every)), None)
+    arms = tuple(stage.matrix[arm_key]) if arm_key else every or (None,)
     resolved = {arm: resolved_keys(params, stage.name, arm) for arm in arms}
     out: list[tuple[str, str]] = []
 
@@ -646,11 +651,33 @@ def _dump(key: str, value) -> str:
                      allow_unicode=True)
 
 
+def stage_arms(name: str, params: dict) -> tuple[str, ...]:
+    """The arms of an arm's stage (stage_params.ARMS) that `params` trains
+    (chains.trained_arms); () for a stage that is no arm's."""
+    return tuple(a for a in ARMS.get(name, ()) if a in trained_arms(params))
+
+
+def for_params(stage: Stage, params: dict) -> Stage | None:
+    """The stage as `params` runs it: absent (None) when its `when` key is null or it trains
+    (or samples) only arms no evaluate list names; an arms matrix keeps the arms it trains."""
+    if not present(stage.when, params):
+        return None
+    name = stage.name.removeprefix("evaluate_") if stage.script == "evaluate" else stage.name
+    if name not in ARMS:
+        return stage
+    kept = stage_arms(name, params)
+    if not kept:
+        return None
+    every = list(ARMS[name])
+    return replace(stage, matrix={k: list(kept) if v == every else v
+                                  for k, v in stage.matrix.items()})
+
+
 def generate(params: dict | None = None) -> str:
     """dvc.yaml's text for `params` (params.yaml's, unchecked, when None)."""
     if params is None:
         params = read_params(ROOT / "params.yaml")
-    stages = [stage for stage in STAGES if present(stage.when, params)]
+    stages = [s for stage in STAGES if (s := for_params(stage, params))]
     sections = [_sections(stage, params) for stage in stages]
     shared = Counter((name, repr(entries)) for s in sections for name, entries in s.items())
     lines, anchors = ["stages:"], {}
@@ -658,10 +685,13 @@ def generate(params: dict | None = None) -> str:
         lines += _stage_lines(stage, its, shared, anchors)
     registry = {name: {"path": path, "type": "model", "desc": desc}
                 for name, (path, desc) in artifacts(params).items()}
+    dropped = {a.name for a in arms()} - set(trained_arms(params))  # arms this run leaves out
+    ys = {title: {f"dvclive/{run}/plots/metrics/train/{metric}.tsv": metric for run in runs
+                  if run.split("/")[0] not in dropped and _logs(run, metric, params)}
+          for title, (_, metric, runs) in CURVES.items()}
     plots = [{title: {"x": "step", "x_label": "optimizer step", "y_label": label,
-                      "y": {f"dvclive/{run}/plots/metrics/train/{metric}.tsv": metric
-                            for run in runs if _logs(run, metric, params)}}}
-             for title, (label, metric, runs) in CURVES.items()]
+                      "y": ys[title]}}
+             for title, (label, _, _) in CURVES.items() if ys[title]]
     return "\n".join([HEADER + "\n".join(lines), "", ARTIFACTS_NOTE + _dump("artifacts", registry),
                       PLOTS_NOTE + _dump("plots", ["reports/figures", *plots])])
 

@@ -265,6 +265,8 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
         out += _evaluate_relations(params, ok)
     if ok("evaluate", "ipo", "distill"):
         out += _sampling_relations(params)
+    if ok("evaluate", "replicates"):
+        out += _arm_relations(params)
     if ok("ipo"):
         out += _ipo_relations(params)
     if ok("repair", "distill"):
@@ -277,16 +279,36 @@ def cross_section_problems(params: dict, broken: AbstractSet[str] = frozenset())
     return out
 
 
+def _arm_relations(params: dict) -> list[str]:
+    """An arm is trained only when an evaluate list names it (analysis.chains.trained_arms):
+    the arm it starts from must be trained too, and so must RLOO while the int stage runs (it
+    starts from RLOO's policy of its seed and compares with it)."""
+    from ..analysis.chains import trained_arms  # torch-free
+
+    trained, out = set(trained_arms(params)), []
+    names = {a.name for a in A.ARMS}
+    for a in A.ARMS:
+        if a.name in trained and a.init in names and a.init not in trained:
+            out.append(f"arm {a.name} starts from the {a.init} policy (core.arms), which no "
+                       f"evaluate list names, so no stage trains it; add {a.init} to "
+                       f"`evaluate.policies`, or leave {a.name} out of the evaluate lists too")
+    if C.at(params, "replicates.int") and "rloo" not in trained:
+        out.append("the int stage starts from the rloo policy of its seed, which no evaluate "
+                   "list names, so no stage trains it; add rloo to `evaluate.policies`")
+    return out
+
+
 def _init_relations(params: dict, ok: Callable[..., bool]) -> list[str]:
     """What an RL arm's `init` (the policy it starts from) asks of the rest: the policy its
     dvc.yaml stage starts it from (core.arms: Arm.init, the stage's input), a policy some
     stage saves (`sft_early`: sft.early_step set), trained on the arm's seeds."""
+    from ..analysis.chains import trained_arms  # torch-free
     from ..core.rl_config import INITS
 
     out = []
     for a in A.ARMS:
-        if not ok(a.name, a.script):
-            continue
+        if not ok(a.name, a.script) or ok("evaluate") and a.name not in trained_arms(params):
+            continue  # an arm left out of the evaluate lists is not trained
         key = f"{a.name}.init" if C.has(params, f"{a.name}.init") else f"{a.script}.init"
         init = C.at(params, key)
         if init != a.init:

@@ -5,7 +5,9 @@ its stage script and its `stage_params.READS` entry.
 Everything else is derived from ARMS: the params each arm's stage reads (stage_params), its
 dvc.yaml stages (one matrix per script and init), model-registry artifact and curves
 (countdown_rlvr.cli.experiment), its check
-(checks.CHECKS) and its place in the report (results.RL_RUNS / SECONDARY_RUNS).
+(checks.CHECKS) and its place in the report (results.RL_RUNS / SECONDARY_RUNS). A run trains
+the arms its evaluate lists name (analysis.chains.trained_arms): leaving one out of them drops
+its stages from dvc.yaml, and its report rows read "not run".
 
 No training code imports this module: the stage scripts know an arm by its rule (an arm of
 `stages/<script>.py` other than <script> itself overrides the <script> section), so adding an

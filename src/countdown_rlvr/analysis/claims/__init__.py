@@ -111,6 +111,9 @@ CLAIMS: tuple[Callable[[Inputs, AnalysisPlan], Claim], ...] = (
     every_f_beats_f0, resample_beats_f0, opd_collapses)
 
 
+ARM_NAMES = {a.name for a in ARMS}  # a run trains those its evaluate lists name
+
+
 def check_arms(c: Claim, inp: Inputs) -> None:
     """Each arm checked in every replicate of its own chain (its seeds, not the union's); an
     arm of the first replicate only (core/arms.py) in its chain's first seed, the one it ran."""
@@ -134,6 +137,9 @@ def evaluate(inp: Inputs, plan: AnalysisPlan | None = None) -> list[Claim]:
     for fn in CLAIMS:
         c = fn(inp, plan)
         c.name = fn.__name__
+        if absent := [a for a in c.arms if a in ARM_NAMES and a not in inp.policies]:
+            c.why_not = (f"not run: {', '.join(absent)} not in this run's params (the "
+                         "evaluate lists leave it out, so no stage trains it)")
         c.planned = plan.claims.get(c.name)
         if c.planned is not None and c.planned.family == EXPLORATORY:
             c.family = EXPLORATORY  # declared before the run: its own family, deciding nothing
