@@ -13,7 +13,8 @@ from countdown_rlvr.cli.overrides import leaves
 PARAMS = leaves(yaml.safe_load((ROOT / "params.yaml").read_text()))
 
 
-@pytest.mark.parametrize("name", ["params.smoke.yaml", "params.qwen.yaml", "params.secondary.yaml"])
+@pytest.mark.parametrize("name", ["params.smoke.yaml", "params.qwen.yaml", "params.secondary.yaml",
+                                  "params.next.yaml"])
 def test_every_override_names_a_key_of_params_yaml(name):
     keys = leaves(yaml.safe_load((ROOT / name).read_text()))
     assert keys, f"{name} overrides nothing"

@@ -7,6 +7,13 @@ file shaped like params.yaml) becomes one `-S` per leaf value:
 
 DVC applies them to params.yaml for that experiment only (comments kept), and fails on a
 key params.yaml does not have, so a renamed key in the file cannot go unnoticed.
+
+A file that changes the graph (replicate lists, evaluate lists) cannot run as an experiment:
+dvc.yaml is made from params.yaml. `--apply` writes the file into params.yaml instead, with
+DVC's own `-S` code (comments kept, an unknown key refused), for a new default such as the next
+run's design (params.next.yaml); then `python -m countdown_rlvr.cli.experiment --write`:
+
+    python -m countdown_rlvr.cli.overrides --apply params.next.yaml
 """
 
 from __future__ import annotations
@@ -18,14 +25,19 @@ from typing import Any, NoReturn
 
 import yaml
 
-from ..core.config import leaves  # {"section.key": value} of a params mapping: one `-S` per leaf
+from ..core.config import leaves, merged  # leaves: {"section.key": value}, one `-S` per leaf
+
+
+def _text(value: Any) -> str:
+    """A value in JSON syntax (what DVC's Hydra parser reads); a string as it is."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
 def set_flags(values: dict[str, Any]) -> list[str]:
-    """`-S key=value` arguments; values in JSON syntax (what DVC's Hydra parser reads)."""
+    """`-S key=value` arguments."""
     flags = []
     for key, value in values.items():
-        text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        text = _text(value)
         if any(c.isspace() for c in text):
             raise ValueError(f"{key}: {text!r} has whitespace, which the $(...) recipe splits "
                              f"on; pass it yourself: dvc exp run -S '{key}={text}'")
@@ -46,6 +58,31 @@ def read_overrides(path: Path) -> dict[str, Any]:
         fail(f"{path} holds {type(tree).__name__ if tree is not None else 'nothing'}, not a "
              "mapping of params sections; write it as params.yaml is (`rloo: {reward: shaped}`)")
     return tree
+
+
+def apply(path: Path, params: Path = Path("params.yaml")) -> list[str]:
+    """Write the overrides file at `path` into `params` (DVC's `-S` code: comments kept, a key
+    `params` lacks refused); the keys it set. The file written must read as `params` with the
+    overrides on top: DVC's round-trip writer has joined two lines of a block it rewrote (seen
+    with the 83 values of params.smoke.yaml), so anything else restores `params` and fails."""
+    from dvc.exceptions import InvalidArgumentError
+    from dvc.utils.hydra import apply_overrides
+
+    overrides, text = read_overrides(path), params.read_text()
+    values = leaves(overrides)
+    try:
+        apply_overrides(params, [f"{key}={_text(value)}" for key, value in values.items()])
+    except InvalidArgumentError as exc:  # Hydra's message names the key it could not set
+        fail(f"{path}: {exc.__cause__ or exc}; every key must be one of {params}'s")
+    try:
+        wrong = yaml.safe_load(params.read_text()) != merged(yaml.safe_load(text), overrides)
+    except yaml.YAMLError:
+        wrong = True
+    if wrong:
+        params.write_text(text)
+        fail(f"writing {path} into {params} did not give {params} with its values on top "
+             f"(DVC's YAML writer); {params} is unchanged: set these keys by hand")
+    return list(values)
 
 
 def _where(exc: yaml.YAMLError) -> str:
@@ -70,8 +107,13 @@ def fail(message: str) -> NoReturn:
 
 
 def main(argv: list[str]) -> None:
+    if len(argv) == 2 and argv[0] == "--apply":
+        keys = apply(Path(argv[1]))
+        print(f"params.yaml: {len(keys)} values set from {argv[1]}; now `python -m "
+              "countdown_rlvr.cli.experiment --write` (dvc.yaml follows params.yaml)")
+        return
     if len(argv) != 1:
-        fail("usage: python -m countdown_rlvr.cli.overrides <overrides.yaml>")
+        fail("usage: python -m countdown_rlvr.cli.overrides [--apply] <overrides.yaml>")
     try:
         flags = set_flags(leaves(read_overrides(Path(argv[0]))))
     except ValueError as exc:  # a value the shell would split: set_flags names it
