@@ -45,6 +45,10 @@ stale = [f for top in ("reports/details", "reports/timings", "reports/metrics", 
          if f.is_file() and not any(o == f.resolve() or o in f.resolve().parents for o in outs)]
 for f in stale:
     f.unlink()
+    for d in f.parents:  # and the folders that leaves empty
+        if d == Path(".") or any(d.iterdir()):
+            break
+        d.rmdir()
 print(f"regenerate: deleted {len(stale)} files of the committed run that no stage writes now")
 PY
 echo "regenerate: prepared (uncommitted; \`git diff --stat\` shows it)"
