@@ -6,12 +6,14 @@
 #   bash scripts/regenerate.sh --prepare  # prepare only: inspect `git diff` first
 #
 # Prepare: write the design (params.next.yaml) into params.yaml and its analysis plan
-# (plan.next.yaml) over plan.yaml, both committed before the run; make dvc.yaml and the
-# docs' generated tables from the new params; delete the committed run's files under
+# (plan.next.yaml) over plan.yaml, both committed before the run; make dvc.yaml from the new
+# params; price the design at the committed run's stage times; delete the committed run's files under
 # reports/ and dvclive/ that no stage of the new graph writes (its replicates), so no file of
 # that run is read beside this one. None of it is committed: main keeps the committed run,
 # whose numbers the docs quote, until the new run's outputs and numbers are committed together.
-# Then every stage runs (`--no-run-cache`: nothing is restored from an earlier run), and each
+# Then the base stage runs and times this machine against the committed run's (stop if the
+# projected run exceeds REGENERATE_BUDGET_MIN), then every other stage (`--no-run-cache`:
+# nothing is restored from an earlier run), and each
 # stage's start goes to regenerate.stamps (untracked), beside the timing files, for
 # docs/committed-run.md's stage table. A run stopped part-way resumes with
 # `dvc repro --no-run-cache`: DVC skips the stages dvc.lock records.
@@ -31,7 +33,9 @@ python -m countdown_rlvr.cli.overrides --apply params.next.yaml
 git mv -f plan.next.yaml plan.yaml
 git rm -q params.next.yaml
 python -m countdown_rlvr.cli.experiment --write
-countdown-rlvr cost --write
+# the design's price at the committed run's stage times, read before its files are deleted
+estimate=$(python -c 'import yaml; from countdown_rlvr.cli.cost import run_estimate
+print(round(run_estimate(yaml.safe_load(open("params.yaml")), ".")[0] / 60))')
 python - <<'PY'
 """Delete the files under reports/ and dvclive/ that no stage of the new dvc.yaml writes."""
 from pathlib import Path
@@ -51,14 +55,34 @@ for f in stale:
         d.rmdir()
 print(f"regenerate: deleted {len(stale)} files of the committed run that no stage writes now")
 PY
-echo "regenerate: prepared (uncommitted; \`git diff --stat\` shows it)"
+echo "regenerate: prepared (uncommitted; \`git diff --stat\` shows it); ~${estimate} min at" \
+     "the committed run's stage times"
 [ "${1:-}" = "--prepare" ] && exit 0
 
-{ echo "start $(date -u +%FT%TZ) $(git rev-parse --short HEAD)"; } >> regenerate.stamps
-dvc repro --no-run-cache 2>&1 | while IFS= read -r line; do
-  case "$line" in
-    "Running stage "*) echo "$(date -u +%FT%TZ) $line" >> regenerate.stamps ;;
-  esac
-  echo "$line"
-done
+stamped_repro() {  # dvc repro, each stage's start time-stamped into regenerate.stamps
+  dvc repro --no-run-cache "$@" 2>&1 | while IFS= read -r line; do
+    case "$line" in
+      "Running stage "*) echo "$(date -u +%FT%TZ) $line" >> regenerate.stamps ;;
+    esac
+    echo "$line"
+  done
+}
+echo "start $(date -u +%FT%TZ) $(git rev-parse --short HEAD)" >> regenerate.stamps
+# This machine's speed before the long stages: the base model's pretraining (compute-bound,
+# ~3 min) against the committed run's. Fast-kind machines differ by up to ~25%; a run that
+# cannot finish in the time left is better not started (REGENERATE_BUDGET_MIN, default 170).
+stamped_repro base
+ratio=$(python -c 'import json, subprocess
+now = json.load(open("reports/timings/base.json"))["seconds"]
+then = json.loads(subprocess.check_output(["git", "show", "HEAD:reports/timings/base.json"]))["seconds"]
+print(f"{now / then:.3f}")')
+projected=$(python -c "print(round($estimate * $ratio))")
+echo "regenerate: base took ${ratio}x the committed run's; the run projects to ~${projected} min" \
+  | tee -a regenerate.stamps
+if [ "$projected" -gt "${REGENERATE_BUDGET_MIN:-170}" ]; then
+  echo "regenerate: stopping: ~${projected} min exceeds REGENERATE_BUDGET_MIN=${REGENERATE_BUDGET_MIN:-170};" \
+       "go on, on a faster machine or with more time, with \`dvc repro --no-run-cache\`" >&2
+  exit 3
+fi
+stamped_repro
 echo "end $(date -u +%FT%TZ)" >> regenerate.stamps
