@@ -7,16 +7,16 @@
 #
 # Prepare: write the design (params.next.yaml) into params.yaml and its analysis plan
 # (plan.next.yaml) over plan.yaml, both committed before the run; make dvc.yaml from the new
-# params; price the design at the committed run's stage times; delete the committed run's files under
-# reports/ and dvclive/ that no stage of the new graph writes (its replicates), so no file of
-# that run is read beside this one. None of it is committed: main keeps the committed run,
-# whose numbers the docs quote, until the new run's outputs and numbers are committed together.
-# Then the base stage runs and times this machine against the committed run's (stop if the
-# projected run exceeds REGENERATE_BUDGET_MIN), then every other stage (`--no-run-cache`:
-# nothing is restored from an earlier run), and each
-# stage's start goes to regenerate.stamps (untracked), beside the timing files, for
-# docs/committed-run.md's stage table. A run stopped part-way resumes with
-# `dvc repro --no-run-cache`: DVC skips the stages dvc.lock records.
+# params; price the design at the committed run's stage times; delete the committed run's
+# files under reports/ and dvclive/ that no stage of the new graph writes (its replicates), so
+# no file of that run is read beside this one. None of it is committed: main keeps the
+# committed run, whose numbers the docs quote, until the new run's outputs and numbers are
+# committed together. Then the base stage runs and times this machine against the committed
+# run's (it stops there if the projected run exceeds REGENERATE_BUDGET_MIN), then every other
+# stage (`--no-run-cache`: nothing is restored from an earlier run). Each stage's start goes
+# to regenerate.stamps (untracked), beside the timing files, for docs/committed-run.md's stage
+# table. A run stopped part-way resumes with `dvc repro --no-run-cache`: DVC skips the stages
+# dvc.lock records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
