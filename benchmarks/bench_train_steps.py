@@ -124,7 +124,7 @@ def main() -> None:
         print(json.dumps(worker(args.model, s["keep"], s["dtype"], args.sft_steps)))
         return
     if not Path(args.model).exists():
-        sys.exit(f"no model at {args.model}: run `dvc repro sft@11` first (or pass --model)")
+        sys.exit(f"no model at {args.model}: run `dvc repro sft@19` first (or pass --model)")
     rates: dict[tuple[str, str], list[float]] = {}
     flat = []
     for _ in range(args.rounds):

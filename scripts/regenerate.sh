@@ -37,13 +37,23 @@ python -m countdown_rlvr.cli.experiment --write
 estimate=$(python -c 'import yaml; from countdown_rlvr.cli.cost import run_estimate
 print(round(run_estimate(yaml.safe_load(open("params.yaml")), ".")[0] / 60))')
 python - <<'PY'
-"""Delete the files under reports/ and dvclive/ that no stage of the new dvc.yaml writes."""
+"""Delete the files under reports/ and dvclive/ that no stage of the new dvc.yaml writes, and
+dvc.lock's entries for the stages it no longer defines (dvc repro leaves them)."""
+import re
 from pathlib import Path
 
 from dvc.repo import Repo
 
 with Repo(".") as repo:
     outs = {Path(o.fs_path).resolve() for stage in repo.index.stages for o in stage.outs}
+    names = {stage.addressing for stage in repo.index.stages}
+lock, keep = [], True
+for line in Path("dvc.lock").read_text().splitlines(keepends=True):
+    if m := re.match(r"  (\S[^:]*):\s*$", line):  # a stage's entry begins
+        keep = m.group(1).strip("'\"") in names
+    if keep:
+        lock.append(line)
+Path("dvc.lock").write_text("".join(lock))
 stale = [f for top in ("reports/details", "reports/timings", "reports/metrics", "dvclive")
          for f in sorted(Path(top).rglob("*"))
          if f.is_file() and not any(o == f.resolve() or o in f.resolve().parents for o in outs)]

@@ -1,7 +1,7 @@
 """Stage `evaluate_<stage>@...` (and `evaluate_shared@<policy>`): sample every held-out prompt
 with the fixed sampler, verify, and write per-sample records plus the policy's details. Each
-training stage has its evaluation over the same matrix (`ipo@easyneg-11` ->
-`evaluate_ipo@easyneg-11`), so a policy is sampled on the seeds of the chain that trains it.
+training stage has its evaluation over the same matrix (`ipo@easyneg-19` ->
+`evaluate_ipo@easyneg-19`), so a policy is sampled on the seeds of the chain that trains it.
 
     python stages/evaluate.py <policy> <chain> <seed>   # a replicated policy, one seed of its
                                                         # chain (`replicates.<chain>`)

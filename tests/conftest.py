@@ -3,6 +3,7 @@ with the smoke-sized overrides of `params.smoke.yaml` merged into `params.yaml`.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -35,6 +36,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     module while the other worker idles (measured: 37 min with that module last, on a Zen 2)."""
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: (item.path.name != LONGEST_MODULE, item.path not in slow_modules))
+
+
+# Every RL arm (core/arms.py) in the smoke run's lists: the default run leaves some out to fit
+# its time (params.yaml's evaluate lists), the end-to-end tests run them all.
+EVERY_ARM = {"evaluate": {
+    "policies": ["sft", "sft_early", "ipo_scripted", "rloo", "rloo_early", "opd", "opd_ac",
+                 "distill_R", "int"],
+    "first_replicate_only": ["rloo_shaped", "rloo_early_shaped", "rloo_nocurr", "ipo_base"]}}
+
+
+# params.yaml's evaluate lists and pairs with every RL arm (core/arms.py) in them, as 85a584b's
+# defaults were: the tests of the graph's arm stages read a graph that has them all, where the
+# committed run leaves the early, shaped and no-curriculum arms out to fit its time.
+EVERY_ARM_DEFAULT = {
+    "evaluate": {"policies": ["sft", "sft_early", "ipo_scripted", "ipo_easyneg", "rloo",
+                              "rloo_early", "opd", "opd_ac", "distill_R"],
+                 "first_replicate_only": ["rloo_shaped", "rloo_early_shaped", "rloo_nocurr"]},
+    "compare": {"pairs": [["sft", "base"], ["teacher", "sft"], ["ipo_scripted", "sft"],
+                          ["ipo_easyneg", "sft"], ["ipo_easyneg", "ipo_scripted"],
+                          ["rloo", "sft"], ["rloo_shaped", "sft"], ["rloo_shaped", "rloo"],
+                          ["rloo", "rloo_nocurr"], ["rloo_early", "sft_early"],
+                          ["rloo_early_shaped", "sft_early"], ["rloo_early_shaped", "rloo_early"],
+                          ["opd", "sft"], ["opd_ac", "sft"], ["opd", "rloo"], ["opd_ac", "opd"],
+                          ["distill_R", "sft"]]}}
+
+
+def with_every_arm(params: dict | None = None) -> dict:
+    """params.yaml's params (or `params`) with every RL arm trained: EVERY_ARM_DEFAULT on top."""
+    if params is None:
+        params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    return merged(params, copy.deepcopy(EVERY_ARM_DEFAULT))  # a test may edit its lists
 
 
 def merge(base: dict, override: dict) -> dict:
@@ -84,6 +116,7 @@ def make_pipeline(dest: Path) -> Pipeline:
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     pipe = Pipeline(dest)
     pipe.set_params(yaml.safe_load((ROOT / "params.smoke.yaml").read_text()))
+    pipe.set_params(EVERY_ARM)
     # each replicate its own SFT (the smoke file shares one, as the default run): a test that
     # adds a seed gets another SFT draw; dvc.yaml made anew for that graph
     pipe.set_params({"replicates": {"shared_sft": None}})

@@ -56,3 +56,9 @@ def unwrap_md(text: str) -> str:
         else:
             out.append(line)
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def unrun_marks(md: str) -> list[str]:
+    """The report's marks of a stage or arm that did not run: a table cell `*not run*` or a claim
+    that is `not testable: not run`. (Prose may say "not run" of the arms a plan leaves out.)"""
+    return re.findall(r"\*not run\*|not testable: not run", unwrap_md(md))

@@ -8,7 +8,7 @@ import runpy
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT
+from conftest import EVERY_ARM_DEFAULT, ROOT
 
 from countdown_rlvr.analysis import claims
 from countdown_rlvr.analysis.chains import chain_of, evaluation_stage, sampled, trained_arms
@@ -62,7 +62,7 @@ def test_the_compare_stage_reads_each_policy_on_its_chains_seeds():
 
     from countdown_rlvr.core.evaluate_config import Evaluate
 
-    ev = config_of(Evaluate, "evaluate")
+    ev = config_of(Evaluate, "evaluate", EVERY_ARM_DEFAULT["evaluate"])  # every arm
     rep = Replicates(seeds=[0, 1, 2, 3], ipo=[1, 3], rloo=[2, 3], opd=[2], repair=[0, 1],
                      int=[3])
     runs = compare["runs_of"](ev, rep)
@@ -84,7 +84,7 @@ def test_with_one_sft_for_every_replicate_its_one_draw_stands_in_each():
 
     from countdown_rlvr.core.evaluate_config import Evaluate
 
-    ev = config_of(Evaluate, "evaluate")
+    ev = config_of(Evaluate, "evaluate", EVERY_ARM_DEFAULT["evaluate"])  # every arm
     rep = Replicates(seeds=[5], ipo=[1, 3], rloo=[1, 2, 3], opd=[2], repair=[0, 1], int=[3],
                      shared_sft=5)
     runs = compare["runs_of"](ev, rep)

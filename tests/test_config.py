@@ -515,7 +515,7 @@ def test_every_params_section_is_one_dataclass_built_from_params_yaml():
      r"\(`int@<seed>` reads the rloo policy of its seed\) or drop it")),
     # one SFT for every replicate: SFT trains that one seed only
     ("Replicates", "replicates", {"shared_sft": 6},
-     (r"replicates.shared_sft is 6, but replicates.seeds is \[11\]; with one SFT "
+     (r"replicates.shared_sft is 6, but replicates.seeds is \[19\]; with one SFT "
       r"for every replicate set seeds to \[6\] \(sft@6 trains it\), or set shared_sft to null")),
     ("Replicates", "replicates", {"shared_sft": 1, "seeds": [1], "rloo": [2], "opd": [3]},
      (r"replicates.opd has seed 3 not in replicates.rloo")),
@@ -705,8 +705,8 @@ def test_n_by_policy_raises_an_evaluated_policys_samples_and_nothing_else():
 
     params = read_params(ROOT / "params.yaml")
     ev = from_section(Evaluate, "t", params, "evaluate")
-    assert ev.n_by_policy == {"opd": 64, "opd_ac": 64}  # the default run: S4's anti-collapse
-    assert (ev.n_of("opd"), ev.n_of("rloo")) == (64, ev.n)
+    assert ev.n_by_policy == {"opd": 32, "opd_ac": 32}  # the default run: S4's anti-collapse
+    assert (ev.n_of("opd"), ev.n_of("rloo")) == (32, ev.n)
     for value, why in (({"opd": 64}, None), ({"ghost": 64}, "no evaluate list samples"),
                        ({"opd": 8}, "fewer samples than"), ({"opd": 0}, "integers >= 1"),
                        ([64], "a mapping of policy names")):

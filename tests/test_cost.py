@@ -42,10 +42,12 @@ def test_no_training_key_reaches_a_shared_stage_or_sft(pipe, params):
 
 def test_an_rloo_variant_leaves_the_teacher_and_s0s_arms(pipe):
     """The two inheritances that made an RLOO variant a whole run (teacher.rl over rloo) or
-    changed S0's arms (the early arms over rloo) are gone; rloo_shaped still follows rloo."""
+    changed S0's arms (the early arms over rloo) are gone; the binary arm and the int stage,
+    which inherits it, follow rloo."""
     stages = pipe.by_key("rloo.lr")
     assert "teacher" not in stages and not {s for s in stages if "rloo_early" in s}
-    assert any(s.startswith("rloo_shaped@") for s in stages)
+    assert any(s.startswith("rloo@rloo-") for s in stages)
+    assert any(s.startswith("int@") for s in stages)
     # the early arms set their own steps from the start: lr now reaches the same arms
     assert stages == pipe.by_key("rloo.steps")
 
@@ -112,7 +114,7 @@ def test_prices_are_the_committed_runs_timing_files_as_dvc_lock_lists_them():
     lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
     timed = {t for st in lock.values() if (t := _timing_out(st))
              and "seconds" in json.loads((ROOT / t).read_text())}  # dedup's: embeddings/s
-    assert set(times) == timed and "reports/timings/sft/r11.json" in times
+    assert set(times) == timed and "reports/timings/sft/r19.json" in times
     params = yaml.safe_load((ROOT / "params.yaml").read_text())  # the run's: its extra samples
     whole = sum(cost.stage_seconds(_timing_out(st), times) + cost.extra_samples(st["cmd"], params)
                 for st in lock.values())
@@ -138,23 +140,27 @@ def test_a_whole_run_is_priced_stage_by_stage_with_the_samples_it_asks_for(pipe,
     assert "opd_ac" not in params["evaluate"]["dev_policies"]
     for policy, splits in (("opd_ac", 1), ("opd", 2)):  # opd: test and dev, 400 each
         more = params["evaluate"]["n_by_policy"][policy]
-        fewer = cost.with_overrides(params, [f"evaluate.n_by_policy.{policy}={n + 16}"])
-        total2, groups2 = cost.run_estimate(fewer, ROOT)
+        fewer = cost.with_overrides(params, [f"evaluate.n_by_policy.{policy}={n}"])
+        total2, _ = cost.run_estimate(fewer, ROOT)
         stages = groups[f"evaluate_opd@{policy}"][0]
-        saved = stages * cost.SAMPLE_S * (more - n - 16) / 16 * splits
+        saved = stages * cost.SAMPLE_S * (more - n) / 16 * splits
+        assert saved > 0
         assert total - total2 == pytest.approx(saved)
 
 
 def test_an_int_stage_adds_its_claim_samples(params):
-    """int.claim_samples prices phase 7 in every int stage: 2 arms x its held-out problems
-    (int.n_problems x the unsolved share x int.heldout_frac) x the samples, INT_SAMPLE_S each;
-    off (0, the committed run's) adds nothing."""
-    cmd = "python stages/int.py 11"
-    assert params["int"]["claim_samples"] == 0 and cost.extra_samples(cmd, params) == 0
+    """int.claim_samples prices phase 7 in every int stage beyond the committed run's (whose
+    timings hold it): 2 arms x its held-out problems (int.n_problems x the unsolved share x
+    int.heldout_frac) x the samples more, INT_SAMPLE_S each; fewer take that off."""
+    cmd = "python stages/int.py 19"
+    assert params["int"]["claim_samples"] == cost.COMMITTED_CLAIM_SAMPLES == 32
+    assert cost.extra_samples(cmd, params) == 0
     many = cost.with_overrides(params, ["int.claim_samples=64"])
     held = params["int"]["n_problems"] * cost.UNSOLVED_SHARE * params["int"]["heldout_frac"]
-    assert cost.extra_samples(cmd, many) == pytest.approx(cost.INT_SAMPLE_S * 2 * 64 * held)
-    assert 200 < held < 250  # the committed run's replicates held out 217-231
+    assert cost.extra_samples(cmd, many) == pytest.approx(cost.INT_SAMPLE_S * 2 * 32 * held)
+    off = cost.with_overrides(params, ["int.claim_samples=0"])
+    assert cost.extra_samples(cmd, off) == pytest.approx(-cost.INT_SAMPLE_S * 2 * 32 * held)
+    assert 280 < held < 330  # the committed run's replicates held out 284-325
     total, groups = cost.run_estimate(params, ROOT)
     total64, _ = cost.run_estimate(many, ROOT)
     n_int = groups["int"][0]

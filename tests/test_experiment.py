@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, with_every_arm
 
 from countdown_rlvr.cli import experiment
 from countdown_rlvr.cli.experiment import STAGES, code_deps, param_keys
@@ -30,7 +30,7 @@ def test_every_stage_script_exists_and_names_are_unique():
 
 
 def test_generated_yaml_lists_the_table_in_order():
-    doc = yaml.safe_load(experiment.generate())
+    doc = yaml.safe_load(experiment.generate(with_every_arm()))
     assert list(doc["stages"]) == [s.name for s in STAGES]
     assert doc["stages"]["ipo_first"]["deps"] == doc["stages"]["ipo"]["deps"]  # an alias
     assert experiment.generate().startswith("# GENERATED from src/countdown_rlvr/cli/experiment.py")
@@ -44,7 +44,7 @@ def test_an_arm_stage_depends_on_the_policy_its_arms_start_from():
     """One matrix per script and init (a matrix has one list of inputs): the early RLOO arms
     read the early SFT checkpoint, the OPD arms the RLOO policy of their seed, the other RLOO
     arms the SFT policy; each stage's evaluation follows it."""
-    doc = yaml.safe_load(experiment.generate())["stages"]
+    doc = yaml.safe_load(experiment.generate(with_every_arm()))["stages"]
     models = {name: sorted(d for d in stage["deps"] if d.startswith("data/models/"))
               for name, stage in doc.items() if name in ("rloo", "rloo_early", "opd",
                                                           "rloo_nocurr")}
@@ -65,7 +65,7 @@ def test_with_one_shared_sft_every_later_chain_reads_that_sft(tmp_path):
     """replicates.shared_sft: every stage outside SFT's chain that reads a replicate's SFT (or
     its early checkpoint) reads the shared seed's instead; SFT's own stages keep their seed;
     DVC expands it to the one dir for every replicate, and nothing else in dvc.yaml moves."""
-    params = experiment.read_params(ROOT / "params.yaml")
+    params = with_every_arm(experiment.read_params(ROOT / "params.yaml"))
     # the default run shares one SFT; `own` is the same design with each chain its own SFT
     assert params["replicates"]["shared_sft"] == params["replicates"]["seeds"][0]
     params = {**params, "replicates": {**params["replicates"], "shared_sft": None}}
@@ -85,7 +85,8 @@ def test_with_one_shared_sft_every_later_chain_reads_that_sft(tmp_path):
     assert all(one[n] == {**own[n], "deps": one[n]["deps"]} for n in moved)
     assert all(one[n] == own[n] for n in one if n not in moved)
     assert own["sft"] == one["sft"] and own["evaluate_sft"] == one["evaluate_sft"]
-    # DVC resolves it: rloo@rloo-11 and int@11 read sft r6, which only sft@6 writes
+    # DVC resolves it: rloo@rloo-11 and int@11 (and repair, on its own seed) read sft r6,
+    # which only sft@6 writes
     (tmp_path / "dvc.yaml").write_text(experiment.generate(shared))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(shared, sort_keys=False))
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
@@ -94,7 +95,8 @@ def test_with_one_shared_sft_every_later_chain_reads_that_sft(tmp_path):
 
     with Repo(str(tmp_path)) as repo:
         stages = {s.name: s for s in repo.index.stages}
-        for name in ("rloo@rloo-11", "rloo@rloo-12", "rloo_shaped@6", "int@11", "repair@11"):
+        repair = f"repair@{shared['replicates']['repair'][0]}"
+        for name in ("rloo@rloo-11", "rloo@rloo-12", "rloo_shaped@6", "int@11", repair):
             assert "data/models/sft/r6" in {d.def_path for d in stages[name].deps}, name
         assert "sft@11" not in stages and "sft@6" in stages
 
@@ -237,7 +239,7 @@ def test_the_chain_each_evaluation_is_given_is_the_chain_that_trains_its_policy(
 def test_artifacts_and_curves_name_each_chains_first_seed():
     """The registry's models and the training curves are the first replicate's: its chain's
     first seed, interpolated by DVC (a default run need not include seed 0)."""
-    doc = yaml.safe_load(experiment.generate())
+    doc = yaml.safe_load(experiment.generate(with_every_arm()))
     paths = {k: v["path"] for k, v in doc["artifacts"].items()}
     assert paths["sft"] == "data/models/sft/r${replicates.seeds.0}"
     assert paths["rloo_early"] == "data/models/rloo_early/r${replicates.rloo.0}"
@@ -265,7 +267,7 @@ def test_an_arm_left_out_of_the_evaluate_lists_leaves_dvc_yaml():
     """A run drops an arm by leaving it out of the evaluate lists (and compare.pairs): its
     training and evaluation stages, its artifact and its curves leave dvc.yaml; a matrix of
     several arms keeps the others."""
-    params = read_params(ROOT / "params.yaml")
+    params = with_every_arm(read_params(ROOT / "params.yaml"))
     off = {"rloo_early", "rloo_nocurr", "opd_ac"}
     ev = params["evaluate"]
     for key in ("policies", "first_replicate_only"):
@@ -273,7 +275,7 @@ def test_an_arm_left_out_of_the_evaluate_lists_leaves_dvc_yaml():
     params["compare"]["pairs"] = [p for p in params["compare"]["pairs"] if not set(p) & off]
     ev["n_by_policy"] = {p: n for p, n in ev["n_by_policy"].items() if p not in off}
     assert check_all(params)  # valid as they stand
-    full = yaml.safe_load(experiment.generate(read_params(ROOT / "params.yaml")))
+    full = yaml.safe_load(experiment.generate(with_every_arm(read_params(ROOT / "params.yaml"))))
     cut = yaml.safe_load(text := experiment.generate(params))
     gone = set(full["stages"]) - set(cut["stages"])
     assert gone == {"rloo_early", "evaluate_rloo_early", "rloo_nocurr", "evaluate_rloo_nocurr"}
@@ -373,7 +375,7 @@ def test_the_training_stages_start_with_the_launcher_and_the_default_is_python()
 def test_the_evaluation_stages_of_dev_policies_depend_on_the_dev_split():
     """evaluate.dev_policies (sft, opd by default): their stages read data/problems/dev.jsonl,
     every other evaluation's do not; the list comes from the params the file is made from."""
-    params = experiment.read_params(ROOT / "params.yaml")
+    params = with_every_arm(experiment.read_params(ROOT / "params.yaml"))
 
     def with_dev(params) -> set[str]:
         doc = yaml.safe_load(experiment.generate(params))["stages"]
@@ -396,13 +398,13 @@ def test_the_evaluation_stages_of_dev_policies_depend_on_the_dev_split():
 
 def test_every_evaluation_lists_n_by_policy_once_it_has_an_entry_and_none_when_empty():
     """An empty mapping changes no stage's params; an entry (the default run's: the OPD arms
-    at 64) puts the mapping in every evaluation's (so check_params refuses a `-S` that did not
+    at 32) puts the mapping in every evaluation's (so check_params refuses a `-S` that did not
     make dvc.yaml anew)."""
     from countdown_rlvr.core.io import read_params
 
     params = read_params(ROOT / "params.yaml")
     evaluations = [s for s in STAGES if (s.script or s.name) == "evaluate"]
-    assert params["evaluate"]["n_by_policy"] == {"opd": 64, "opd_ac": 64}
+    assert params["evaluate"]["n_by_policy"] == {"opd": 32, "opd_ac": 32}
     assert all("evaluate.n_by_policy" in [k for k, _ in param_keys(s, params)]
                for s in evaluations)
     params["evaluate"]["n_by_policy"] = {}

@@ -42,9 +42,9 @@ def _code(line: str) -> str:
     # a list: the items that change, nothing around them
     ("problems.n_numbers=[3,4,5]", [], ["  - 5"]),
     ("evaluate.ks=[1,4]", ["  - 8", "  - 16"], []),
-    ("replicates.int=[11,12]", ["  - 13", "  - 14"], []),
+    ("replicates.int=[19,20]", [f"  - {s}" for s in range(21, 26)], []),
     # a chain's seed list, and a mapping of scalars
-    ("replicates.rloo=[11,12,13,14,15,16,17]", ["  - 18"], []),
+    ("replicates.rloo=[19,20,21,22,23,24]", ["  - 25"], []),
     ("report.chain_minutes.int=6.0", ["    int: 5.4"], ["    int: 6.0"]),
     # a null
     ("model.threads=2", ["  threads:"], ["  threads: 2"]),
@@ -58,13 +58,13 @@ def test_the_one_replicate_run_sets_every_chain_in_one_flag(tmp_path):
     """README's one-replicate run: one `-S` sets every list of the `replicates` section (the
     keys it does not name keep their values: the one shared SFT), and only the dropped seeds'
     lines go."""
-    flag = "replicates={seeds:[11],ipo:[11],rloo:[11],opd:[11],repair:[11],int:[11]}"
+    flag = "replicates={seeds:[19],ipo:[19],rloo:[19],opd:[19],repair:[19],int:[19]}"
     removed, added = _changed_lines(tmp_path, flag)
-    more = [f"  - {s}" for s in range(12, 19)]
-    assert added == [] and [_code(x) for x in removed] == more + more + more[:3]
-    # rloo and opd (eight each), int (four); seeds, ipo and repair are [11] already
+    more = [f"  - {s}" for s in range(20, 26)]
+    assert added == [] and [_code(x) for x in removed] == more + more[:4] + more
+    # rloo and int (seven each), opd (five); seeds, ipo and repair are [19] already
     assert yaml.safe_load((tmp_path / "params.yaml").read_text())["replicates"] == \
-        {"shared_sft": 11, **{key: [11] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}}
+        {"shared_sft": 19, **{key: [19] for key in ["seeds", "ipo", "rloo", "opd", "repair", "int"]}}
     assert f"dvc exp run -S '{flag}'" in (ROOT / "README.md").read_text()
 
 

@@ -1,10 +1,9 @@
-"""The next regeneration as committed before it runs: its design (params.next.yaml) and plan
-(plan.next.yaml) agree with each other, make a graph the params check accepts, and
-`scripts/regenerate.sh --prepare` applies them to a clone as the docs say; and the
-`overrides --apply` they rest on writes exactly the file's values."""
+"""A regeneration's design and plan agree with each other and make a graph the params check
+accepts: the next one's (params.next.yaml, plan.next.yaml) while one is planned, else the
+committed run's (params.yaml, plan.yaml); `scripts/regenerate.sh --prepare` applies a design to a
+clone as the docs say; and the `overrides --apply` it rests on writes exactly the file's values."""
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,20 +22,22 @@ PLAN = ROOT / "plan.next.yaml"
 ROW_CHAIN = {"shaped_premise": "rloo", "rloo_sharpens": "rloo", "opd_anti_collapse": "opd",
              "interventions": "int"}
 
-needs_next = pytest.mark.skipif(not NEXT.exists(), reason="no next run is planned")
 
 
-def _design() -> dict:
-    return merged(yaml.safe_load((ROOT / "params.yaml").read_text()),
-                  yaml.safe_load(NEXT.read_text()))
+def _design() -> tuple[dict, Path]:
+    """The params of the next run (params.yaml with params.next.yaml on top) and its plan, or,
+    when none is planned, the committed run's."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    if NEXT.exists():
+        return merged(params, yaml.safe_load(NEXT.read_text())), PLAN
+    return params, ROOT / "plan.yaml"
 
 
-@needs_next
 def test_the_plan_is_the_designs():
-    """plan.next.yaml's `run:` is params.next.yaml's replicates and samples, and each seed row
-    is planned at its chain's replicate count, at or above the plan's power."""
-    design, raw = _design(), yaml.safe_load(PLAN.read_text())
-    run, plan = raw["run"], load_plan(PLAN)
+    """The plan's `run:` is the design's replicates and samples, and each seed row is planned
+    at its chain's replicate count, at or above the plan's power."""
+    design, path = _design()
+    run, plan = yaml.safe_load(path.read_text())["run"], load_plan(path)
     assert run["replicates"] == design["replicates"]
     assert run["samples"] == design["evaluate"]["n_by_policy"]
     assert run["int_samples"] == design["int"]["claim_samples"]
@@ -48,14 +49,13 @@ def test_the_plan_is_the_designs():
         assert claim.planned_power >= plan.power, name
 
 
-@needs_next
 def test_the_design_passes_the_params_check():
     """Every stage config builds from the design (check_params' check_all: values, and the
     relations between them: an arm left out is one no trained arm starts from, each pair
     names a trained policy, int's own pools fit problems.n_unseen)."""
     from countdown_rlvr.cli.stage_params import check_all
 
-    assert check_all(_design()) > 0
+    assert check_all(_design()[0]) > 0
 
 
 def test_apply_sets_the_values_and_keeps_the_comments(tmp_path):
@@ -106,22 +106,33 @@ def _head(repo: Path) -> str:
                           check=True).stdout
 
 
-@needs_next
 @pytest.mark.slow
-def test_regenerate_prepare_applies_the_committed_design(tmp_path):
-    """`bash scripts/regenerate.sh --prepare` in a clone of this commit: params.yaml is the old
-    one with params.next.yaml on top, plan.yaml is plan.next.yaml, dvc.yaml is made from them,
-    no file of a replicate the new graph does not run is left under reports/ or dvclive/, and
-    nothing is committed (main keeps the committed run until the new one is committed)."""
+def test_regenerate_prepare_applies_a_committed_design(tmp_path):
+    """`bash scripts/regenerate.sh --prepare` in a clone with a design committed (here: three
+    int replicates of the seven): params.yaml is the old one with params.next.yaml on top,
+    plan.yaml is plan.next.yaml, dvc.yaml is made from them, neither a file nor a dvc.lock entry
+    of a replicate the new graph does not run is left, and nothing is committed (main keeps the
+    committed run until the new one is committed)."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(clone / "src"), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     before = yaml.safe_load((clone / "params.yaml").read_text())
-    plan_text = (clone / "plan.next.yaml").read_text()
-    over = yaml.safe_load((clone / "params.next.yaml").read_text())
-    head = _head(clone)
+    kept, dropped = before["replicates"]["int"][:3], before["replicates"]["int"][3:]
+    over = {"replicates": {"int": kept}}
+    (clone / "params.next.yaml").write_text(yaml.safe_dump(over))
+    plan_text = (clone / "plan.yaml").read_text().replace("written_before_run", "# a test's\n"
+                                                          "written_before_run", 1)
+    (clone / "plan.next.yaml").write_text(plan_text)
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=clone, env=env, capture_output=True,
+                              text=True, check=True).stdout
+    git("add", "params.next.yaml", "plan.next.yaml")
+    git("commit", "-qm", "a design")
+    head = git("rev-parse", "HEAD")
+    assert (clone / "dvclive/int" / f"r{dropped[0]}").exists()
     proc = subprocess.run(["bash", "scripts/regenerate.sh", "--prepare"], cwd=clone, env=env,
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -132,9 +143,7 @@ def test_regenerate_prepare_applies_the_committed_design(tmp_path):
     assert not (clone / "plan.next.yaml").exists() and not (clone / "params.next.yaml").exists()
     from countdown_rlvr.cli.experiment import generate
     assert (clone / "dvc.yaml").read_text() == generate(params)
-    seeds = {s for chain in params["replicates"].values() if isinstance(chain, list)
-             for s in chain}
-    left = [p for top in ("reports", "dvclive") for p in (clone / top).rglob("r*")
-            if re.fullmatch(r"r\d+(\.json)?", p.name) and int(p.name[1:].split(".")[0]) not in seeds]
-    assert left == []
-    assert _head(clone) == head
+    assert [p for s in dropped for p in (clone / "dvclive/int").glob(f"r{s}*")] == []
+    lock = set(yaml.safe_load((clone / "dvc.lock").read_text())["stages"])
+    assert f"int@{kept[0]}" in lock and not {f"int@{s}" for s in dropped} & lock
+    assert git("rev-parse", "HEAD") == head

@@ -8,11 +8,12 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import with_every_arm
 from helpers import config_of
 from hypothesis import given
 from hypothesis import strategies as st
 
+from countdown_rlvr.cli.experiment import generate
 from countdown_rlvr.core import sections
 from countdown_rlvr.core.int_config import Interventions
 from countdown_rlvr.core.io import StageError
@@ -119,12 +120,12 @@ def test_paths_of_a_replicate():
 
 
 def stage_names(tmp_path, replicates: dict):
-    """The stage names `dvc stage list` expands dvc.yaml into, for a `replicates` section."""
-    for name in ("dvc.yaml", "params.yaml"):
-        (tmp_path / name).write_text((ROOT / name).read_text())
-    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    """The stage names `dvc stage list` expands dvc.yaml into, for a `replicates` section, with
+    every RL arm trained (conftest.with_every_arm)."""
+    params = with_every_arm()
     params["replicates"] = replicates
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (tmp_path / "dvc.yaml").write_text(generate(params))
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     dvc = [sys.executable, "-m", "dvc"]
     subprocess.run([*dvc, "init", "-q"], cwd=tmp_path, check=True)
@@ -147,7 +148,7 @@ def evaluation_of(policy: str, seed: int) -> str:
 
 def test_dvc_runs_every_compared_policy_once_per_seed_and_secondaries_once(tmp_path):
     names = stage_names(tmp_path, lists([0, 1, 2]))
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = with_every_arm()
     ev = params["evaluate"]
     for r in (0, 1, 2):
         assert {f"sft@{r}", f"rloo@rloo-{r}", f"rloo_early@rloo_early-{r}", f"opd@opd_ac-{r}",
@@ -216,10 +217,11 @@ def test_a_seed_added_to_one_chain_adds_only_that_chains_stages(tmp_path):
     ("data/repair/r0/pool.parquet", "repair"), ("data/models/base", "base"),
     ("data/eval/teacher/shared.parquet", "evaluate_shared"), ("elsewhere/model", None),
 ])
-def test_an_error_names_the_stage_group_that_writes_a_replicate_path(path, stage):
+def test_an_error_names_the_stage_group_that_writes_a_replicate_path(path, stage, tmp_path):
     from countdown_rlvr.core.io import producing_stage
 
-    assert producing_stage(path, ROOT / "dvc.yaml") == stage
+    (tmp_path / "dvc.yaml").write_text(generate(with_every_arm()))  # every arm's stages
+    assert producing_stage(path, tmp_path / "dvc.yaml") == stage
 
 
 seed_lists = st.lists(st.integers(0, 9), min_size=1, max_size=4, unique=True)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import with_every_arm
 from dvc.dependency.param import ParamsDependency
 from dvc.repo import Repo
 from ruamel.yaml import YAML
@@ -78,8 +79,9 @@ def test_an_override_set_to_null_still_overrides():
 
 
 def _problems(edit) -> list[str]:
-    """The problem lines of the one error `check_all` raises on params.yaml after `edit`."""
-    params = io.read_params(ROOT / "params.yaml")
+    """The problem lines of the one error `check_all` raises on params.yaml, with every arm
+    trained (conftest.with_every_arm), after `edit`."""
+    params = with_every_arm(io.read_params(ROOT / "params.yaml"))
     edit(params)
     with pytest.raises(io.StageError) as err:
         check_all(params)
@@ -108,7 +110,8 @@ def test_check_params_lists_every_problem_at_once():
 
 
 def test_the_int_stage_may_not_sample_more_problems_than_the_unseen_pool_holds():
-    def edit(params):
+    def edit(params):  # one pool for every replicate (an own pool has its own check, below)
+        params["int"]["pool"] = "shared"
         params["int"]["n_problems"] = params["problems"]["n_unseen"] + 1
 
     n = io.read_params(ROOT / "params.yaml")["problems"]["n_unseen"]
@@ -123,8 +126,9 @@ def test_an_own_int_pool_needs_a_slice_of_unseen_problems_per_replicate():
     params = io.read_params(ROOT / "params.yaml")
     n, seeds = params["int"]["n_problems"], params["replicates"]["int"]
 
-    def own(params):
+    def own(params):  # a pool of one slice, as `shared` needs
         params["int"]["pool"] = "own"
+        params["problems"]["n_unseen"] = n
 
     def own_enough(params):
         own(params)
@@ -132,9 +136,8 @@ def test_an_own_int_pool_needs_a_slice_of_unseen_problems_per_replicate():
 
     assert _problems(own) == [
         (f"int.pool is own: {len(seeds)} replicates of replicates.int x `int.n_problems` ({n}) "
-         f"= {n * len(seeds)} problems exceed `problems.n_unseen` "
-         f"({params['problems']['n_unseen']}); raise problems.n_unseen to {n * len(seeds)}, "
-         "or set int.pool: shared")]
+         f"= {n * len(seeds)} problems exceed `problems.n_unseen` ({n}); raise "
+         f"problems.n_unseen to {n * len(seeds)}, or set int.pool: shared")]
     ok = io.read_params(ROOT / "params.yaml")
     own_enough(ok)
     check_all(ok)  # one slice per replicate: nothing to fix
@@ -198,7 +201,7 @@ def test_an_arm_left_out_of_the_run_takes_what_starts_from_it_along():
                                       if not {*off, "sft_early"} & set(p)]
         params["sft"]["early_step"] = None
 
-    params = io.read_params(ROOT / "params.yaml")
+    params = with_every_arm(io.read_params(ROOT / "params.yaml"))
     no_early_arms(params)
     assert check_all(params)
 
@@ -342,16 +345,22 @@ def test_changing_rloo_reward_marks_exactly_the_stages_whose_config_changes(comm
                 and resolved(before, a) != resolved(after, a)}
     reported = set(YAML(typ="safe").load(_dvc(committed, "status", "--json").stdout))
     assert reported == expected | {"check_params"}
-    # what that is, spelled out: the binary arm and the two stages that inherit its reward
+    # what that is, spelled out: the binary arm and the stages that inherit its reward
     # (the OPD arms start from the RLOO policy: they re-run when it changes, not on this key)
-    assert expected == reward_stages(before["replicates"])
+    assert expected == reward_stages(before)
 
 
-def reward_stages(replicates: dict) -> set[str]:
+def reward_stages(params: dict) -> set[str]:
     """The stages that read `rloo.reward`: the binary arm per seed of the rloo chain, the
-    interventions per seed of the int chain, and the no-curriculum arm (the first rloo seed)."""
+    interventions per seed of the int chain, and the no-curriculum arm (the first rloo seed)
+    when the run trains it."""
+    from countdown_rlvr.analysis.chains import trained_arms
+
+    replicates = params["replicates"]
+    nocurr = {f"rloo_nocurr@{replicates['rloo'][0]}"} if "rloo_nocurr" in trained_arms(params) \
+        else set()
     return {*(f"rloo@rloo-{s}" for s in replicates["rloo"]),
-            *(f"int@{s}" for s in replicates["int"]), f"rloo_nocurr@{replicates['rloo'][0]}"}
+            *(f"int@{s}" for s in replicates["int"]), *nocurr}
 
 
 def leaf_value(params: dict, key: str):
@@ -408,7 +417,7 @@ def test_in_a_clone_without_the_cache_the_status_filter_shows_code_and_params_ch
         fh.write("# a code change\n")
     out = filtered()
     assert {line[:-1] for line in out.splitlines() if not line.startswith("\t")} == {
-        "check_params", *reward_stages(io.load_params(ROOT / "params.yaml")["replicates"]),
+        "check_params", *reward_stages(io.load_params(ROOT / "params.yaml")),
         "report"}
     assert "modified:           stages/report.py" in out and "rloo.reward" in out
     assert "deleted" not in out and "not in cache" not in out

@@ -28,7 +28,8 @@ file's replicate group there (a new seed's RLOO arm as the mean of that run's; a
 the first replicate keeps its files' place), and an evaluation that samples a policy more than
 `evaluate.n` times adds SAMPLE_S per extra 16 samples per 400 problems of each split it
 samples (the development split too, for a policy of `evaluate.dev_policies`), and an int stage
-its phase 7's samples (`int.claim_samples`, INT_SAMPLE_S each). A stage whose
+its phase 7's samples beyond the committed run's (`int.claim_samples`, INT_SAMPLE_S each). A
+stage whose
 params changed since the committed run is timed as it ran then.
 
 The generated tables: docs/running.md (each params key's re-run stages and minutes, keys with
@@ -62,20 +63,17 @@ from .stage_map import replicate_group
 from .stage_params import check_all
 
 GATE = "check_params"
-# the committed run (the S3/S4 regeneration, an idle 2-core Zen 4): 182 min 04 s for 97
-# stages (two invocations: docs/committed-run.md), of which 48 have a timings file (8,207 s;
-# int@11 and int@12's include ~7 min of a test run sharing the cores); per timed stage, DVC's
-# own bookkeeping on top (benchmarks/bench_stage_overhead.py: ~6 s), the extra samples of the
-# OPD arms' evaluations (72 x SAMPLE_S), and for each of the 49 others, what is left, its
-# bookkeeping included: (10,924 - 8,207 - 48 x 6 - 72 x 11) / 49 = 33 s
-COMMITTED_WALL_S = 10924
+# the committed run (seed 19, an idle 2-core Zen 4): 153 min 08 s for 64 stages (two
+# invocations 30 s apart, the 30 s included: docs/committed-run.md), of which 33 have a timings
+# file (7,680 s; the int stages' include their phase 7 at int.claim_samples 32); per timed
+# stage, DVC's own bookkeeping on top (benchmarks/bench_stage_overhead.py: ~6 s), the extra
+# samples of the OPD arms' evaluations (15 x SAMPLE_S), and for each of the 31 others, what is
+# left, its bookkeeping included: (9,188 - 7,680 - 33 x 6 - 15 x 11) / 31 = 37 s
+COMMITTED_WALL_S = 9188
 OVERHEAD_S = 6.0
-UNTIMED_S = 33.0
-# int@11 to int@14, repair@11, distill@R-11 and report ran again on 2026-11-29 after their code
-# changed (idle, same kind; every output but the timing files byte-identical): their timing
-# files now hold 1,645.6 s against the run's 1,982.1, most of it the tests' load leaving
-# int@11 and int@12, so dvc.lock now prices the run at COMMITTED_WALL_S - RERUN_SAVED_S
-RERUN_SAVED_S = 336.1
+UNTIMED_S = 37.0
+# what the stages re-run since the committed run took off their timing files: none has
+RERUN_SAVED_S = 0.0
 # sampling 16 more completions per prompt of 400 problems, measured in that run: anti-collapse
 # OPD's test evaluation at 64 samples took 55 s against binary RLOO's 21 s at 16 (3 units: 11.4 s
 # each), plain OPD's test and dev 105 s against SFT's 43 s (6 units: 10.3 s each)
@@ -84,10 +82,12 @@ SAMPLE_S = 11.0
 # problem, from the int pilot's first replicate (scripts/pilots/int_samples.py on Zen 4, light
 # edits beside it: 208 s less its selection sampling's ~72 s for 2 x 224 problems x 64
 # samples); the held-out problems: int.n_problems x the share SFT's 32 samples all fail
-# (15.5% in the committed run's replicates) x int.heldout_frac
+# (21.2% in the committed run's replicates) x int.heldout_frac. The committed run's int stages
+# sampled COMMITTED_CLAIM_SAMPLES, so their timings hold that many; a design prices the rest.
 INT_PILOT_S = 136.0
 INT_SAMPLE_S = INT_PILOT_S / (2 * 224 * 64)
-UNSOLVED_SHARE = 0.155
+UNSOLVED_SHARE = 0.212
+COMMITTED_CLAIM_SAMPLES = 32
 # the stages every policy reads, and SFT: no key of a training section may reach them
 UPSTREAM = ("problems", "base", "traces", "teacher", "teacher_traces", "dedup", "pairs")
 TRAINING_SECTIONS = ("rloo", "opd", "ipo", "int", "distill", "repair")
@@ -170,9 +170,10 @@ def committed_times(root: str | Path = ROOT) -> dict[str, float]:
     for stage in stages.values():
         for o in stage.get("outs", []):
             f = Path(root, o["path"])
-            if o["path"].startswith("reports/timings/") and f.is_file():
-                if (sec := json.loads(f.read_text()).get("seconds")) is not None:
-                    out[o["path"]] = float(sec)
+            if not (o["path"].startswith("reports/timings/") and f.is_file()):
+                continue
+            if (sec := json.loads(f.read_text()).get("seconds")) is not None:
+                out[o["path"]] = float(sec)
     return out
 
 
@@ -196,7 +197,7 @@ def stage_seconds(timing: str | None, times: dict[str, float]) -> float:
 
 
 def group(stages: set[str]) -> dict[str, int]:
-    """`rloo@rloo-11`, `rloo@rloo-12` -> {`rloo@rloo`: 2}: replicates counted, not listed."""
+    """`rloo@rloo-19`, `rloo@rloo-20` -> {`rloo@rloo`: 2}: replicates counted, not listed."""
     out: dict[str, int] = defaultdict(int)
     for s in stages:
         out[replicate_group(s)] += 1
@@ -300,11 +301,13 @@ def with_overrides(params: dict, overrides: list[str]) -> dict:
 def extra_samples(cmd: str, params: dict) -> float:
     """Seconds an evaluation stage (its `cmd`: `python stages/evaluate.py <policy> ...`) adds
     by sampling its policy more than `evaluate.n` times per prompt (`evaluate.n_by_policy`),
-    and an int stage by its phase 7 (`int.claim_samples`, off in the committed run)."""
+    and an int stage by its phase 7 (`int.claim_samples`) beyond the committed run's (fewer:
+    negative)."""
     args = shlex.split(cmd)
     if "stages/int.py" in args[:2]:
         held = (at(params, "int.n_problems") or 0) * UNSOLVED_SHARE * at(params, "int.heldout_frac")
-        return INT_SAMPLE_S * 2 * (at(params, "int.claim_samples") or 0) * held
+        more = (at(params, "int.claim_samples") or 0) - COMMITTED_CLAIM_SAMPLES
+        return INT_SAMPLE_S * 2 * more * held
     if "stages/evaluate.py" not in args[:2] or len(args) < 3:
         return 0.0
     n = at(params, "evaluate.n")

@@ -29,7 +29,7 @@ diagnose over `replicates.seeds`, the others over their chain's list (`replicate
 each a subset of it), so a seed added to one chain adds only that chain's stages; the
 `_first` stages (and the first-replicate arms) run their chain's first seed only. Each
 training stage has its evaluation, `evaluate_<stage>`, over the same matrix
-(`ipo@easyneg-11` -> `evaluate_ipo@easyneg-11`): every policy is sampled on the seeds
+(`ipo@easyneg-19` -> `evaluate_ipo@easyneg-19`): every policy is sampled on the seeds
 of the chain that trains it. Arguments that interpolate `${item...}` are quoted: a name never
 reaches the shell as code. The training stages' cmd starts with `${launcher}` instead of
 `python` (params.yaml: `python`, or `accelerate launch ...` for several processes), a command
@@ -265,7 +265,7 @@ STAGES = [
                note="samples the early checkpoint `sft` saves (sft.early_step), on the same "
                "seeds"),
     *with_evaluation(Stage(
-        "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-11, ...",
+        "ipo", "one stage per pairs source and seed of replicates.ipo: ipo@scripted-19, ...",
         chain="ipo", matrix={"source": "${ipo.sources}", "seed": seeds("ipo")},
         args=("${item.source}", SEED), inputs=("data/pairs/pairs.jsonl", SFT, SKILL_PROBLEMS),
         outs=trained("ipo_${item.source}", "ipo/${item.source}"), launched=True),
@@ -293,7 +293,7 @@ STAGES = [
           inputs=(TRAIN, SFT),
           outs=(f"data/repair/r{SEED}", details(f"repair/r{SEED}"), timing(f"repair/r{SEED}"))),
     *with_evaluation(Stage(
-        "distill", "one stage per repair condition and seed of replicates.repair: distill@R-11, "
+        "distill", "one stage per repair condition and seed of replicates.repair: distill@R-19, "
         "...", chain="repair", matrix={"condition": "${distill.conditions}",
                                        "seed": seeds("repair")},
         args=("${item.condition}", SEED), inputs=(f"data/repair/r{SEED}/repairs.parquet", SFT),

@@ -1,10 +1,10 @@
 """A map of the stage graph that fits a screen: `countdown-rlvr dag`, and docs/dag.md.
 
-`dvc dag` draws every replicate's stage (97 boxes by default, thousands of columns);
+`dvc dag` draws every replicate's stage (64 boxes by default, thousands of columns);
 `--collapse-foreach-matrix` merges each foreach into one box, which puts every evaluation in
 one node and turns the evaluate -> diagnose -> repair -> distill -> evaluate chain into a loop.
-This map merges only the replicates (`rloo@rloo-11`, `rloo@rloo-12`, ... -> `rloo@rloo`;
-`evaluate_opd@opd-11` -> `evaluate_opd@opd`), so it stays a graph with no loop, and keeps only
+This map merges only the replicates (`rloo@rloo-19`, `rloo@rloo-20`, ... -> `rloo@rloo`;
+`evaluate_opd@opd-19` -> `evaluate_opd@opd`), so it stays a graph with no loop, and keeps only
 the edges no longer path implies (networkx's transitive reduction): what each stage waits for,
 not every file it reads.
 
@@ -32,7 +32,7 @@ GATE = "check_params"
 
 
 def replicate_group(stage: str) -> str:
-    """`sft@11` -> `sft`, `opd@opd-12` -> `opd@opd`, `problems` -> `problems`."""
+    """`sft@19` -> `sft`, `opd@opd-20` -> `opd@opd`, `problems` -> `problems`."""
     return re.sub(r"@\d+$|-\d+$", "", stage)
 
 
